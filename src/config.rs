@@ -1,0 +1,236 @@
+//! Client configuration.
+
+use std::time::Duration;
+
+use crate::error::BuildError;
+
+/// Configuration of a [`Client`](crate::Client).
+///
+/// Every field has a default ([`Config::default`]); build a client with
+/// [`Config::create_client`] or [`ClientBuilder`](crate::ClientBuilder). With the `serde`
+/// feature the config deserializes from any serde format; durations are written in
+/// milliseconds as `<field>_ms` (for example `watchdog_timeout_ms = 30000`), and a negative or
+/// non-integer value is rejected with an error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
+#[non_exhaustive]
+pub struct Config {
+    /// Redis URL, `redis://[user:password@]host:port[/db]` (or `rediss://` where redis-rs has
+    /// TLS enabled).
+    ///
+    /// Default: `redis://127.0.0.1:6379`.
+    pub url: String,
+    /// Maximum number of connections used for lock commands (one more, dedicated connection
+    /// carries the client's pub/sub subscriptions).
+    ///
+    /// Default: 16.
+    pub pool_size: usize,
+    /// Lease of a lock taken without an explicit lease, renewed by the watchdog every
+    /// `watchdog_timeout / 3` while the guard lives (Redisson's `lockWatchdogTimeout`).
+    ///
+    /// Default: 30 s.
+    #[cfg_attr(feature = "serde", serde(rename = "watchdog_timeout_ms", with = "ms"))]
+    pub watchdog_timeout: Duration,
+    /// Maximum number of locks renewed by one watchdog script call (Redisson's
+    /// `lockWatchdogBatchSize`).
+    ///
+    /// Default: 100.
+    pub watchdog_batch_size: usize,
+    /// Longest time a waiter sleeps before it re-checks the lock on its own, even when no unlock
+    /// message arrived. A waiter sleeps for the lock's remaining TTL or until an unlock message,
+    /// whichever is first, but never longer than this, so a lost message costs at most this
+    /// much (a Redisson waiter sleeps for the whole remaining lease).
+    ///
+    /// Default: 1 s.
+    #[cfg_attr(feature = "serde", serde(rename = "recheck_interval_ms", with = "ms"))]
+    pub recheck_interval: Duration,
+    /// Time limit of one Redis command or script call, including taking a connection
+    /// (Redisson's `timeout`).
+    ///
+    /// Default: 3 s.
+    #[cfg_attr(feature = "serde", serde(rename = "command_timeout_ms", with = "ms"))]
+    pub command_timeout: Duration,
+    /// Time limit for opening a connection to Redis (Redisson's `connectTimeout`).
+    ///
+    /// Default: 3 s.
+    #[cfg_attr(feature = "serde", serde(rename = "connect_timeout_ms", with = "ms"))]
+    pub connect_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            url: "redis://127.0.0.1:6379".to_owned(),
+            pool_size: 16,
+            watchdog_timeout: Duration::from_secs(30),
+            watchdog_batch_size: 100,
+            recheck_interval: Duration::from_secs(1),
+            command_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+impl Config {
+    /// The default configuration with the given Redis URL.
+    pub fn from_url(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Builds a [`Client`](crate::Client) from this configuration, on the current Tokio
+    /// runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError`] when a setting is out of range, the URL is invalid, or no runtime is
+    /// current.
+    pub fn create_client(&self) -> Result<crate::Client, BuildError> {
+        crate::ClientBuilder::new().config(self.clone()).build()
+    }
+
+    /// Checks every setting; called by [`ClientBuilder::build`](crate::ClientBuilder::build).
+    pub(crate) fn validate(&self) -> Result<(), BuildError> {
+        let bad = |msg: String| Err(BuildError::InvalidConfig(msg));
+        if self.pool_size == 0 {
+            return bad("pool_size must be at least 1".into());
+        }
+        if self.watchdog_batch_size == 0 {
+            return bad("watchdog_batch_size must be at least 1".into());
+        }
+        for (field, value, min) in [
+            (
+                "watchdog_timeout",
+                self.watchdog_timeout,
+                Duration::from_millis(3),
+            ),
+            (
+                "recheck_interval",
+                self.recheck_interval,
+                Duration::from_millis(1),
+            ),
+            (
+                "command_timeout",
+                self.command_timeout,
+                Duration::from_millis(1),
+            ),
+            (
+                "connect_timeout",
+                self.connect_timeout,
+                Duration::from_millis(1),
+            ),
+        ] {
+            if value < min {
+                return bad(format!("{field} must be at least {min:?}, got {value:?}"));
+            }
+            if value.as_millis() > i64::MAX as u128 {
+                return bad(format!("{field} is too long for Redis: {value:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Renewal period of the watchdog: a third of the watchdog timeout, as Redisson schedules.
+    pub(crate) fn renew_interval(&self) -> Duration {
+        self.watchdog_timeout / 3
+    }
+}
+
+/// Serde helpers: a `Duration` as a non-negative integer number of milliseconds.
+#[cfg(feature = "serde")]
+mod ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let ms = i64::deserialize(d)?;
+        if ms < 0 {
+            return Err(D::Error::custom(format!(
+                "a duration in milliseconds must not be negative, got {ms}"
+            )));
+        }
+        Ok(Duration::from_millis(ms.unsigned_abs()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_redisson() {
+        let c = Config::default();
+        assert_eq!(c.watchdog_timeout, Duration::from_secs(30));
+        assert_eq!(c.renew_interval(), Duration::from_secs(10));
+        assert_eq!(c.watchdog_batch_size, 100);
+        assert_eq!(c.command_timeout, Duration::from_secs(3));
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn zero_durations_are_rejected_by_name() {
+        for (field, mut c) in [
+            ("watchdog_timeout", Config::default()),
+            ("recheck_interval", Config::default()),
+            ("command_timeout", Config::default()),
+            ("connect_timeout", Config::default()),
+        ] {
+            match field {
+                "watchdog_timeout" => c.watchdog_timeout = Duration::ZERO,
+                "recheck_interval" => c.recheck_interval = Duration::ZERO,
+                "command_timeout" => c.command_timeout = Duration::ZERO,
+                _ => c.connect_timeout = Duration::ZERO,
+            }
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains(field), "{err}");
+        }
+        let c = Config {
+            pool_size: 0,
+            ..Config::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().contains("pool_size"));
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod serde_tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_milliseconds_and_negative_values_are_rejected() {
+        let c: Config = serde_json::from_str(
+            r#"{"url":"redis://127.0.0.1:7000","watchdog_timeout_ms":1500,"recheck_interval_ms":250}"#,
+        )
+        .unwrap();
+        assert_eq!(c.url, "redis://127.0.0.1:7000");
+        assert_eq!(c.watchdog_timeout, Duration::from_millis(1500));
+        assert_eq!(c.recheck_interval, Duration::from_millis(250));
+        assert_eq!(c.command_timeout, Config::default().command_timeout);
+
+        let err = serde_json::from_str::<Config>(r#"{"watchdog_timeout_ms":-5}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("must not be negative, got -5"), "{err}");
+
+        // zero passes deserialization and is rejected, by name, when the client is built
+        let c: Config = serde_json::from_str(r#"{"command_timeout_ms":0}"#).unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("command_timeout"), "{err}");
+
+        let err = serde_json::from_str::<Config>(r#"{"watchdog_timeout":1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field"), "{err}");
+
+        let round: Config = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(round, c);
+    }
+}

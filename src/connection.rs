@@ -1,0 +1,171 @@
+//! The connection layer: where lock commands and pub/sub subscriptions go.
+//!
+//! Everything above this module talks to a [`Connections`] through three calls (run a script,
+//! run a command, open a pub/sub connection), so Redis Cluster and Sentinel can be added here as
+//! further variants without changing the lock code or the public API.
+
+use std::time::Duration;
+
+use deadpool::managed::{self, Metrics, RecycleResult};
+use redis::aio::{MultiplexedConnection, PubSub};
+use redis::{AsyncConnectionConfig, Cmd, ScriptInvocation, Value};
+
+use crate::config::Config;
+use crate::error::{BuildError, Error, Result};
+
+/// Creates multiplexed connections for the pool.
+///
+/// Unlike `deadpool_redis::Manager`, recycling does not send `UNWATCH` + `PING` on every
+/// checkout (one extra round trip per lock operation); a connection that fails with an I/O error
+/// is taken out of the pool by [`Connections`] instead.
+struct Manager {
+    client: redis::Client,
+    config: AsyncConnectionConfig,
+}
+
+impl managed::Manager for Manager {
+    type Type = MultiplexedConnection;
+    type Error = redis::RedisError;
+
+    async fn create(&self) -> Result<MultiplexedConnection, redis::RedisError> {
+        self.client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await
+    }
+
+    async fn recycle(
+        &self,
+        _: &mut MultiplexedConnection,
+        _: &Metrics,
+    ) -> RecycleResult<redis::RedisError> {
+        Ok(())
+    }
+}
+
+type Pool = managed::Pool<Manager>;
+
+/// The client's way to Redis: a single server for now.
+pub(crate) struct Connections {
+    pool: Pool,
+    client: redis::Client,
+    command_timeout: Duration,
+    connect_timeout: Duration,
+}
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connections")
+            .field("server", &self.client.get_connection_info().addr())
+            .field("pool", &self.pool.status())
+            .finish()
+    }
+}
+
+impl Connections {
+    pub(crate) fn new(config: &Config) -> Result<Self, BuildError> {
+        let client = redis::Client::open(config.url.as_str()).map_err(BuildError::Url)?;
+        let conn_config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(Some(config.command_timeout));
+        let manager = Manager {
+            client: client.clone(),
+            config: conn_config,
+        };
+        let pool = Pool::builder(manager)
+            .max_size(config.pool_size)
+            .runtime(deadpool::Runtime::Tokio1)
+            .wait_timeout(Some(config.command_timeout))
+            .create_timeout(Some(config.connect_timeout))
+            .recycle_timeout(Some(config.command_timeout))
+            .build()
+            .map_err(|e| BuildError::InvalidConfig(e.to_string()))?;
+        Ok(Self {
+            pool,
+            client,
+            command_timeout: config.command_timeout,
+            connect_timeout: config.connect_timeout,
+        })
+    }
+
+    /// Runs a script (EVALSHA, with SCRIPT LOAD and a retry on NOSCRIPT) on the server holding
+    /// `key`. Errors on `key` of the wrong type name it.
+    pub(crate) async fn script(
+        &self,
+        op: &'static str,
+        key: &str,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<Value> {
+        self.with_conn(op, key, async |conn| invocation.invoke_async(conn).await)
+            .await
+    }
+
+    /// Runs one command on the server holding `key`.
+    pub(crate) async fn command(&self, op: &'static str, key: &str, cmd: &Cmd) -> Result<Value> {
+        self.with_conn(op, key, async |conn| cmd.query_async(conn).await)
+            .await
+    }
+
+    async fn with_conn(
+        &self,
+        op: &'static str,
+        key: &str,
+        f: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<Value>,
+    ) -> Result<Value> {
+        let run = async {
+            let mut conn = self.pool.get().await.map_err(|e| pool_error(e, op))?;
+            match f(&mut conn).await {
+                Ok(v) => Ok(v),
+                Err(e) => {
+                    if e.is_unrecoverable_error() || e.is_io_error() || e.is_timeout() {
+                        // A broken or stalled connection must not go back to the pool.
+                        let _ = managed::Object::take(conn);
+                    }
+                    Err(Error::from_redis(e, key))
+                }
+            }
+        };
+        match tokio::time::timeout(self.command_timeout, run).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout {
+                operation: op,
+                after: self.command_timeout,
+            }),
+        }
+    }
+
+    /// Opens a dedicated pub/sub connection.
+    pub(crate) async fn pubsub(&self) -> Result<PubSub> {
+        match tokio::time::timeout(
+            self.connect_timeout + self.command_timeout,
+            self.client.get_async_pubsub(),
+        )
+        .await
+        {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(Error::Timeout {
+                operation: "pub/sub connect",
+                after: self.connect_timeout + self.command_timeout,
+            }),
+        }
+    }
+
+    pub(crate) fn close(&self) {
+        self.pool.close();
+    }
+}
+
+fn pool_error(e: managed::PoolError<redis::RedisError>, op: &'static str) -> Error {
+    match e {
+        managed::PoolError::Backend(e) => Error::Redis(e),
+        managed::PoolError::Timeout(_) => Error::Timeout {
+            operation: op,
+            after: Duration::ZERO,
+        },
+        managed::PoolError::Closed => Error::Shutdown,
+        other => Error::Redis(redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "connection pool",
+            other.to_string(),
+        ))),
+    }
+}

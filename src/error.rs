@@ -1,0 +1,167 @@
+//! The crate's error types.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Errors returned by lock operations.
+///
+/// Contention is not an error: a lock held by someone else is reported as `Ok(None)` by the
+/// `try_` methods. These are the failures: Redis unreachable or misbehaving, misuse, and a lock
+/// that was lost while it was believed held.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Redis returned an error, or the connection to it failed.
+    Redis(redis::RedisError),
+    /// A Redis operation did not complete in time (the client's `command_timeout`, or the
+    /// maximum wait of a `try_lock_for` whose last attempt got no reply).
+    Timeout {
+        /// What was being done, e.g. `"acquire"`.
+        operation: &'static str,
+        /// How long it was given.
+        after: Duration,
+    },
+    /// The owner does not hold the lock (Redisson's `IllegalMonitorStateException`): it was
+    /// force-unlocked, expired, or taken over by another holder. Nothing was changed.
+    NotHeld {
+        /// The lock name.
+        name: String,
+        /// The holder field the release was attempted for (`<client id>:<owner id>`).
+        holder: String,
+    },
+    /// The watchdog found the lock gone while its guard still existed (expired during a stall,
+    /// force-unlocked, deleted). The release did not touch Redis.
+    LeaseLost {
+        /// The lock name.
+        name: String,
+    },
+    /// The lock name holds a Redis key of another type (a lock is a hash).
+    WrongType {
+        /// The key that holds a value of another type.
+        key: String,
+    },
+    /// An argument was out of range (zero or sub-millisecond lease, a duration too long for
+    /// Redis, an empty name).
+    InvalidArgument(String),
+    /// The client was shut down with [`Client::shutdown`](crate::Client::shutdown).
+    Shutdown,
+    /// A script returned a reply this crate does not understand.
+    UnexpectedReply {
+        /// The script that replied.
+        script: &'static str,
+        /// The reply, as text.
+        detail: String,
+    },
+}
+
+impl Error {
+    /// `true` for [`Error::NotHeld`] and [`Error::LeaseLost`]: the lock was not held at release.
+    pub fn is_not_held(&self) -> bool {
+        matches!(self, Self::NotHeld { .. } | Self::LeaseLost { .. })
+    }
+
+    /// `true` when an operation timed out, on our side or in the Redis driver.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Self::Timeout { .. } => true,
+            Self::Redis(e) => e.is_timeout(),
+            _ => false,
+        }
+    }
+
+    /// `true` when the client was shut down.
+    pub fn is_shutdown(&self) -> bool {
+        matches!(self, Self::Shutdown)
+    }
+
+    /// Maps a Redis error for an operation on `key`, naming the key when it has the wrong type.
+    pub(crate) fn from_redis(err: redis::RedisError, key: &str) -> Self {
+        // Inside a script Redis 7 reports "WRONGTYPE ..."; older servers wrap it in an ERR.
+        if err.code() == Some("WRONGTYPE") || err.to_string().contains("WRONGTYPE") {
+            Self::WrongType {
+                key: key.to_owned(),
+            }
+        } else {
+            Self::Redis(err)
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Redis(e) => write!(f, "Redis error: {e}"),
+            Self::Timeout { operation, after } => {
+                write!(f, "Redis did not answer the {operation} within {after:?}")
+            }
+            Self::NotHeld { name, holder } => {
+                write!(f, "lock {name:?} is not held by {holder}")
+            }
+            Self::LeaseLost { name } => write!(
+                f,
+                "lock {name:?} was lost before release: its lease expired or it was force-unlocked"
+            ),
+            Self::WrongType { key } => write!(
+                f,
+                "key {key:?} holds a Redis value of another type; a lock needs a hash or no key"
+            ),
+            Self::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
+            Self::Shutdown => write!(f, "the client has been shut down"),
+            Self::UnexpectedReply { script, detail } => {
+                write!(f, "unexpected reply from script {script}: {detail}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        Self::Redis(e)
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors from building a [`Client`](crate::Client).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A setting is out of range; the message names it.
+    InvalidConfig(String),
+    /// The Redis URL could not be parsed.
+    Url(redis::RedisError),
+    /// No Tokio runtime was given and none is current.
+    NoRuntime,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InvalidConfig(msg) => write!(f, "invalid configuration: {msg}"),
+            Self::Url(e) => write!(f, "invalid Redis URL: {e}"),
+            Self::NoRuntime => write!(
+                f,
+                "no Tokio runtime: build the client inside a runtime or pass one with ClientBuilder::runtime"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Url(e) => Some(e),
+            _ => None,
+        }
+    }
+}

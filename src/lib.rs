@@ -1,0 +1,25 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![deny(rustdoc::broken_intra_doc_links)]
+#![warn(rust_2018_idioms)]
+#![doc(test(attr(deny(warnings))))]
+#![cfg_attr(not(test), deny(clippy::panic, clippy::print_stdout))]
+
+mod client;
+mod config;
+mod connection;
+mod error;
+mod guard;
+mod lock;
+mod naming;
+mod owner;
+mod pubsub;
+mod scripts;
+mod watchdog;
+
+pub use client::{Client, ClientBuilder};
+pub use config::Config;
+pub use error::{BuildError, Error, Result};
+pub use lock::{Lock, LockGuard, LockOptions, Ttl};
+pub use owner::Owner;
+pub use redis;

@@ -1,0 +1,118 @@
+//! Redisson-compatible names: keys, channels and holder fields.
+//!
+//! Every key and channel name this crate sends to Redis is built here, so the wire format of
+//! `REDISSON_LAYOUT.md` §1.2 and §1.3 lives in one place.
+
+use std::fmt::Write as _;
+
+/// Redisson's `RedissonObject.prefixName(prefix, name)`.
+///
+/// `prefix:{name}`, or `prefix:name` when `name` already contains `{` (the test is literally
+/// "contains `{`", not "has a well-formed hash tag"). Either way the result hashes to the same
+/// cluster slot as `name`.
+pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// Redisson's `RedissonObject.suffixName(name, suffix)`: `{name}:suffix`, or `name:suffix` when
+/// `name` already contains `{`.
+#[allow(dead_code)] // used by the fair and read-write locks
+pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
+/// The channel a reentrant lock publishes its unlock message on:
+/// `redisson_lock__channel:{N}` (`RedissonLock.getChannelName`).
+pub(crate) fn lock_channel(name: &str) -> String {
+    prefix_name("redisson_lock__channel", name)
+}
+
+/// The lock hash field of one holder: `<client uuid>:<owner id>` (`RedissonBaseLock.getLockName`).
+pub(crate) fn holder_field(client_id: &str, owner_id: u64) -> String {
+    let mut field = String::with_capacity(client_id.len() + 21);
+    field.push_str(client_id);
+    field.push(':');
+    let _ = write!(field, "{owner_id}");
+    field
+}
+
+/// Formats a client id like Java's `UUID.toString()`: 36 lowercase hex characters with hyphens.
+pub(crate) fn client_id(uuid: &uuid::Uuid) -> String {
+    uuid.hyphenated().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_name_matches_redisson_examples() {
+        // REDISSON_LAYOUT.md §1.2, N = myLock
+        assert_eq!(
+            prefix_name("redisson_lock__channel", "myLock"),
+            "redisson_lock__channel:{myLock}"
+        );
+        // N = {user1}:lock keeps its own hash tag
+        assert_eq!(
+            prefix_name("redisson_lock__channel", "{user1}:lock"),
+            "redisson_lock__channel:{user1}:lock"
+        );
+        // the test is "contains {", not a well-formed tag
+        assert_eq!(prefix_name("p", "a{b"), "p:a{b");
+        assert_eq!(prefix_name("p", "a}b"), "p:{a}b}");
+    }
+
+    #[test]
+    fn suffix_name_matches_redisson_examples() {
+        assert_eq!(suffix_name("myLock", "timeout"), "{myLock}:timeout");
+        assert_eq!(
+            suffix_name("{user1}:lock", "timeout"),
+            "{user1}:lock:timeout"
+        );
+    }
+
+    #[test]
+    fn lock_channel_follows_the_brace_rule() {
+        assert_eq!(lock_channel("myLock"), "redisson_lock__channel:{myLock}");
+        assert_eq!(
+            lock_channel("{user1}:lock"),
+            "redisson_lock__channel:{user1}:lock"
+        );
+        assert_eq!(
+            lock_channel("order:42"),
+            "redisson_lock__channel:{order:42}"
+        );
+    }
+
+    #[test]
+    fn holder_field_is_uuid_colon_decimal() {
+        assert_eq!(
+            holder_field("1f6a3c2e-9b1d-4c7a-8e55-0d2f4b6a7c81", 57),
+            "1f6a3c2e-9b1d-4c7a-8e55-0d2f4b6a7c81:57"
+        );
+        assert_eq!(holder_field("x", u64::MAX), "x:18446744073709551615");
+    }
+
+    #[test]
+    fn client_id_is_java_uuid_format() {
+        let id = client_id(&uuid::Uuid::new_v4());
+        assert_eq!(id.len(), 36);
+        for (i, c) in id.chars().enumerate() {
+            if [8, 13, 18, 23].contains(&i) {
+                assert_eq!(c, '-');
+            } else {
+                assert!(c.is_ascii_hexdigit() && !c.is_ascii_uppercase(), "{id}");
+            }
+        }
+        assert_eq!(&id[14..15], "4", "version 4: {id}");
+        assert!("89ab".contains(&id[19..20]), "RFC 4122 variant: {id}");
+    }
+}

@@ -1,0 +1,23 @@
+//! The Lua scripts, one per file under `lua/`, loaded once and run with EVALSHA (redis-rs
+//! `Script` loads them and retries on NOSCRIPT). Each file's header gives its KEYS, ARGV,
+//! replies and the Redisson method it matches.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// `lua/lock/acquire.lua`: RedissonLock.tryLockInnerAsync. Reply: nil (acquired) or PTTL.
+pub(crate) static LOCK_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/lock/acquire.lua")));
+
+/// `lua/lock/unlock.lua`: RedissonLock.unlockInnerAsync. Reply: nil, 0 or 1.
+pub(crate) static LOCK_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/lock/unlock.lua")));
+
+/// `lua/lock/force_unlock.lua`: RedissonLock.forceUnlockAsync. Reply: 1 or 0.
+pub(crate) static LOCK_FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/lock/force_unlock.lua")));
+
+/// `lua/lock/renew.lua`: the watchdog's batched renewal. Reply: one 0/1 per key.
+pub(crate) static LOCK_RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/lock/renew.lua")));
