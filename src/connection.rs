@@ -149,6 +149,11 @@ impl Connections {
         }
     }
 
+    /// The time limit of one command.
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.command_timeout
+    }
+
     pub(crate) fn close(&self) {
         self.pool.close();
     }

@@ -229,10 +229,12 @@ impl Task {
                 if still_wanted || !self.subscribed.remove(&channel) {
                     return;
                 }
+                let limit = self.connections.command_timeout();
                 if let Some((sink, _)) = &mut self.conn
-                    && let Err(e) = sink.unsubscribe(&channel).await
+                    && let Err(e) = bounded(limit, sink.unsubscribe(&channel)).await
                 {
-                    tracing::debug!(channel, error = %e, "UNSUBSCRIBE failed");
+                    tracing::debug!(channel, error = %e, "UNSUBSCRIBE failed; reconnecting");
+                    self.drop_connection();
                 }
             }
         }
@@ -246,19 +248,20 @@ impl Task {
         if self.subscribed.contains(channel) {
             return Ok(());
         }
+        let limit = self.connections.command_timeout();
         let Some((sink, _)) = &mut self.conn else {
             return Err(Error::Shutdown);
         };
-        match sink.subscribe(channel).await {
+        match bounded(limit, sink.subscribe(channel)).await {
             Ok(()) => {
                 self.subscribed.insert(channel.to_owned());
                 Ok(())
             }
             Err(e) => {
-                if e.is_unrecoverable_error() || e.is_io_error() {
-                    self.drop_connection();
-                }
-                Err(e.into())
+                // Unconfirmed: the connection is broken or stalled; start over (the reconnect
+                // resubscribes every channel and wakes every waiter).
+                self.drop_connection();
+                Err(e)
             }
         }
     }
@@ -271,7 +274,7 @@ impl Task {
             None => return Err(Error::Shutdown),
         };
         if !wanted.is_empty() {
-            sink.subscribe(&wanted).await?;
+            bounded(self.connections.command_timeout(), sink.subscribe(&wanted)).await?;
         }
         self.subscribed = wanted.into_iter().collect();
         self.conn = Some((sink, stream));
@@ -321,6 +324,20 @@ impl Task {
             }
             other => tracing::debug!(channel, payload = ?other, "ignoring pub/sub message"),
         }
+    }
+}
+
+/// Runs a subscription command with the client's command timeout.
+async fn bounded(
+    limit: Duration,
+    op: impl Future<Output = redis::RedisResult<()>>,
+) -> Result<()> {
+    match tokio::time::timeout(limit, op).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(Error::Timeout {
+            operation: "subscribe",
+            after: limit,
+        }),
     }
 }
 
