@@ -88,49 +88,84 @@ impl Connections {
     }
 
     /// Runs a script (EVALSHA, with SCRIPT LOAD and a retry on NOSCRIPT) on the server holding
-    /// `key`. Errors on `key` of the wrong type name it.
+    /// `key`, waiting at most `command_timeout` for the reply. Errors on `key` of the wrong type
+    /// name it.
     pub(crate) async fn script(
         &self,
         op: &'static str,
         key: &str,
         invocation: &ScriptInvocation<'_>,
     ) -> Result<Value> {
-        self.with_conn(op, key, async |conn| invocation.invoke_async(conn).await)
+        self.script_with_limit(op, key, invocation, self.command_timeout)
             .await
+    }
+
+    /// As [`script`](Self::script), waiting up to `limit` for the reply. For scripts whose
+    /// outcome must be known even when Redis is slow (an acquire whose grant would otherwise be
+    /// lost): a script already sent runs when Redis gets to it, reply awaited or not.
+    pub(crate) async fn script_with_limit(
+        &self,
+        op: &'static str,
+        key: &str,
+        invocation: &ScriptInvocation<'_>,
+        limit: Duration,
+    ) -> Result<Value> {
+        self.with_conn(op, key, limit, async |conn| {
+            invocation.invoke_async(conn).await
+        })
+        .await
     }
 
     /// Runs one command on the server holding `key`.
     pub(crate) async fn command(&self, op: &'static str, key: &str, cmd: &Cmd) -> Result<Value> {
-        self.with_conn(op, key, async |conn| cmd.query_async(conn).await)
-            .await
+        self.with_conn(op, key, self.command_timeout, async |conn| {
+            cmd.query_async(conn).await
+        })
+        .await
     }
 
     async fn with_conn(
         &self,
         op: &'static str,
         key: &str,
+        limit: Duration,
         f: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<Value>,
     ) -> Result<Value> {
+        let timeout = || Error::Timeout {
+            operation: op,
+            after: limit,
+        };
         let run = async {
-            let mut conn = self.pool.get().await.map_err(|e| pool_error(e, op))?;
+            let pooled = self
+                .pool
+                .get()
+                .await
+                .map_err(|e| pool_error(e, op, limit))?;
+            // The pooled handle keeps its response timeout (`command_timeout`); a longer limit
+            // goes on a clone of the handle, which shares the connection.
+            let mut conn = MultiplexedConnection::clone(&pooled);
+            if limit != self.command_timeout {
+                conn.set_response_timeout(limit);
+            }
             match f(&mut conn).await {
                 Ok(v) => Ok(v),
                 Err(e) => {
                     if e.is_unrecoverable_error() || e.is_io_error() || e.is_timeout() {
                         // A broken or stalled connection must not go back to the pool.
-                        let _ = managed::Object::take(conn);
+                        let _ = managed::Object::take(pooled);
                     }
-                    Err(Error::from_redis(e, key))
+                    if e.is_timeout() {
+                        Err(timeout())
+                    } else {
+                        Err(Error::from_redis(e, key))
+                    }
                 }
             }
         };
-        match tokio::time::timeout(self.command_timeout, run).await {
-            Ok(r) => r,
-            Err(_) => Err(Error::Timeout {
-                operation: op,
-                after: self.command_timeout,
-            }),
-        }
+        // Bounds the whole call, taking a connection included.
+        tokio::time::timeout(limit, run)
+            .await
+            .unwrap_or_else(|_| Err(timeout()))
     }
 
     /// Opens a dedicated pub/sub connection.
@@ -159,12 +194,20 @@ impl Connections {
     }
 }
 
-fn pool_error(e: managed::PoolError<redis::RedisError>, op: &'static str) -> Error {
+fn pool_error(
+    e: managed::PoolError<redis::RedisError>,
+    op: &'static str,
+    limit: Duration,
+) -> Error {
     match e {
+        managed::PoolError::Backend(e) if e.is_timeout() => Error::Timeout {
+            operation: op,
+            after: limit,
+        },
         managed::PoolError::Backend(e) => Error::Redis(e),
         managed::PoolError::Timeout(_) => Error::Timeout {
             operation: op,
-            after: Duration::ZERO,
+            after: limit,
         },
         managed::PoolError::Closed => Error::Shutdown,
         other => Error::Redis(redis::RedisError::from((

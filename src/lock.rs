@@ -243,7 +243,8 @@ impl Lock {
     }
 
     /// Makes one attempt: `Some(guard)` if the lock was free or already held by this owner,
-    /// `None` if another owner holds it (Redisson's `tryLock()`).
+    /// `None` if another owner holds it (Redisson's `tryLock()`). One round trip, bounded by
+    /// the command timeout.
     ///
     /// # Errors
     ///
@@ -374,7 +375,7 @@ impl Lock {
             .arg(inner.publish_command);
         match inner
             .connections
-            .script("force unlock", &self.name, &invocation)
+            .script("force_unlock", &self.name, &invocation)
             .await?
         {
             Value::Int(1) => Ok(true),
@@ -661,12 +662,18 @@ impl Attempt<'_> {
     }
 
     /// Runs the acquire script once, in a task of the client, so that a grant is never lost:
-    /// if nobody is left to receive it (the caller was dropped, or gave up at its deadline),
-    /// the task releases the hold again.
+    /// if nobody is left to receive it (the caller was dropped, gave up at its deadline, or
+    /// timed out), the task releases the hold again.
+    ///
+    /// The caller waits for the reply up to the deadline plus [`ATTEMPT_GRACE`] (one attempt
+    /// without a deadline: up to the command timeout). The task waits longer, up to the lease:
+    /// a script sent to a stalled Redis still runs when Redis resumes, and its grant must be
+    /// undone then.
     async fn run(&self, contended: bool) -> Result<Outcome> {
         let lock = self.lock;
         let client = &lock.client;
         client.ensure_open()?;
+        let command_timeout = client.config().command_timeout;
         let (tx, rx) = oneshot::channel();
         let (c, name, field, lease_ms) = (
             client.clone(),
@@ -674,36 +681,58 @@ impl Attempt<'_> {
             self.field.clone(),
             self.lease_ms,
         );
+        let reply_limit = command_timeout.max(Duration::from_millis(lease_ms));
         drop(client.spawn(async move {
-            let reply = acquire_script(&c, &name, &field, lease_ms).await;
-            if let Err(Ok(AcquireReply::Acquired)) = tx.send(reply) {
-                let undo = Release {
-                    client: c,
-                    kind: Kind::Lock,
-                    name,
-                    field,
-                    lease_ms,
-                };
-                tracing::debug!(lock = %undo.name, "acquire abandoned after it was granted; releasing");
-                if let Err(e) = undo.run().await {
-                    tracing::warn!(error = %e, "undoing an abandoned acquire failed; the lock expires with its lease");
-                }
-            }
-        }));
-        let reply = match self.remaining() {
-            None => rx.await,
-            Some(remaining) => {
-                let limit = remaining + ATTEMPT_GRACE.min(client.config().command_timeout);
-                match tokio::time::timeout(limit, rx).await {
-                    Ok(r) => r,
-                    Err(_) if contended => return Ok(Outcome::GaveUp),
-                    Err(_) => {
-                        return Err(Error::Timeout {
-                            operation: "acquire",
-                            after: limit,
-                        });
+            let reply = acquire_script(&c, &name, &field, lease_ms, reply_limit).await;
+            match tx.send(reply) {
+                Ok(()) => {}
+                Err(Ok(AcquireReply::Acquired)) => {
+                    let undo = Release {
+                        client: c,
+                        kind: Kind::Lock,
+                        name,
+                        field,
+                        lease_ms,
+                    };
+                    tracing::debug!(lock = %undo.name, "acquire abandoned after it was granted; releasing");
+                    if let Err(e) = undo.run().await {
+                        tracing::warn!(error = %e, "undoing an abandoned acquire failed; the lock expires with its lease");
                     }
                 }
+                Err(Ok(AcquireReply::Held(_))) => {}
+                Err(Err(e)) => tracing::warn!(
+                    lock = %name,
+                    error = %e,
+                    "an abandoned acquire got no reply: if Redis runs it later, the hold expires with its lease"
+                ),
+            }
+        }));
+        let limit = match self.remaining() {
+            Some(remaining) if !remaining.is_zero() || contended => {
+                remaining + ATTEMPT_GRACE.min(command_timeout)
+            }
+            // One attempt (try_lock), or the first attempt of a wait without deadline.
+            _ => command_timeout,
+        };
+        let mut rx = PendingReply {
+            rx,
+            undo: Some(Release {
+                client: client.clone(),
+                kind: Kind::Lock,
+                name: lock.name.clone(),
+                field: self.field.clone(),
+                lease_ms: self.lease_ms,
+            }),
+        };
+        let reply = match tokio::time::timeout(limit, &mut rx.rx).await {
+            Ok(reply) => reply,
+            // Past the deadline of a wait that saw the lock held: an ordinary "not acquired".
+            Err(_) if contended && self.deadline.is_some() => return Ok(Outcome::GaveUp),
+            Err(_) => {
+                return Err(Error::Timeout {
+                    operation: "acquire",
+                    after: limit,
+                });
             }
         };
         match reply {
@@ -716,18 +745,44 @@ impl Attempt<'_> {
     }
 }
 
+/// The receiving end of one attempt. Dropped with a grant already delivered but not read (the
+/// caller was dropped or gave up between the send and the read), it releases that grant.
+struct PendingReply {
+    rx: oneshot::Receiver<Result<AcquireReply>>,
+    undo: Option<Release>,
+}
+
+impl Drop for PendingReply {
+    fn drop(&mut self) {
+        // After close(), a send fails and the sending task undoes the grant itself; a value
+        // sent before close() is still here.
+        self.rx.close();
+        if let Ok(Ok(AcquireReply::Acquired)) = self.rx.try_recv()
+            && let Some(undo) = self.undo.take()
+        {
+            let client = undo.client.clone();
+            drop(client.spawn(async move {
+                if let Err(e) = undo.run().await {
+                    tracing::warn!(error = %e, "undoing an abandoned acquire failed; the lock expires with its lease");
+                }
+            }));
+        }
+    }
+}
+
 async fn acquire_script(
     client: &Client,
     name: &str,
     field: &str,
     lease_ms: u64,
+    reply_limit: Duration,
 ) -> Result<AcquireReply> {
     let mut invocation = scripts::LOCK_ACQUIRE.prepare_invoke();
     invocation.key(name).arg(lease_ms).arg(field);
     match client
         .inner()
         .connections
-        .script("acquire", name, &invocation)
+        .script_with_limit("acquire", name, &invocation, reply_limit)
         .await?
     {
         Value::Nil => Ok(AcquireReply::Acquired),
