@@ -1,0 +1,910 @@
+//! Every error case of issue item 7, each with the exact error and the exact Redis state it
+//! leaves: unlock by a non-holder, a lock name holding another Redis type, zero durations and
+//! invalid settings, Redis unreachable or stalled, and use after shutdown. Contention is not an
+//! error (`Ok(None)`), which the tests of the lock itself cover.
+
+mod common;
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use common::{RedisServer, unique_name};
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use redisson_sync::{BuildError, Client, Error, LockOptions, Owner, Ttl};
+use tokio::time::timeout;
+
+/// Generous bound for anything that should be prompt (2 cores, tests in parallel).
+const PROMPT: Duration = Duration::from_secs(5);
+
+fn client(server: &RedisServer) -> Client {
+    Client::builder()
+        .url(server.url())
+        .watchdog_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+async fn hash(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = raw.hgetall(name).await.unwrap();
+    all.sort();
+    all
+}
+
+async fn key_type(raw: &mut MultiplexedConnection, name: &str) -> String {
+    redis::cmd("TYPE").arg(name).query_async(raw).await.unwrap()
+}
+
+async fn exists(raw: &mut MultiplexedConnection, name: &str) -> bool {
+    raw.exists(name).await.unwrap()
+}
+
+async fn dbsize(raw: &mut MultiplexedConnection) -> u64 {
+    redis::cmd("DBSIZE").query_async(raw).await.unwrap()
+}
+
+/// Calls of one command since the last `CONFIG RESETSTAT` (`INFO commandstats`), counting the
+/// calls made by scripts.
+async fn calls(raw: &mut MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(raw)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+async fn reset_stats(raw: &mut MultiplexedConnection) {
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(raw)
+        .await
+        .unwrap();
+}
+
+/// A port with nothing listening on it (bound, read back, released).
+fn dead_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// Resumes a SIGSTOPped server when dropped, also when the test fails half-way.
+struct Paused<'a>(&'a RedisServer);
+
+impl<'a> Paused<'a> {
+    fn pause(server: &'a RedisServer) -> Self {
+        server.pause();
+        Self(server)
+    }
+}
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        self.0.resume();
+    }
+}
+
+#[test]
+fn errors_are_std_errors_that_cross_threads() {
+    fn require<T: std::error::Error + Send + Sync + 'static>() {}
+    require::<Error>();
+    require::<BuildError>();
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(Error::Shutdown);
+    assert_eq!(boxed.to_string(), "the client has been shut down");
+    assert!(boxed.source().is_none());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unlock by a non-holder
+// ---------------------------------------------------------------------------------------------
+
+/// A guard whose hold was taken over (force-unlocked, then locked by another client) fails to
+/// unlock with `NotHeld` naming the lock and its own holder field, and leaves the new holder's
+/// hold exactly as it was.
+#[tokio::test]
+async fn unlock_by_a_non_holder_is_not_held_and_changes_nothing() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let a = client(&server);
+    let b = client(&server);
+    let name = unique_name("errors-notheld");
+
+    let guard_a = a.lock(&name).lock().await.unwrap();
+    let holder_a = format!("{}:{}", a.id(), guard_a.owner().id());
+    assert!(b.lock(&name).force_unlock().await.unwrap());
+    let guard_b = b
+        .lock(&name)
+        .lock_with_options(&LockOptions::new().lease(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    let holder_b = format!("{}:{}", b.id(), guard_b.owner().id());
+    let before = hash(&mut raw, &name).await;
+    assert_eq!(before, vec![(holder_b.clone(), "1".to_owned())]);
+    let ttl_before: i64 = raw.pttl(&name).await.unwrap();
+
+    let err = guard_a.unlock().await.unwrap_err();
+    match &err {
+        Error::NotHeld { name: n, holder } => {
+            assert_eq!(n, &name);
+            assert_eq!(holder, &holder_a);
+        }
+        other => panic!("expected NotHeld, got {other:?}"),
+    }
+    assert!(err.is_not_held());
+    assert!(!err.is_timeout() && !err.is_shutdown());
+    let text = err.to_string();
+    assert!(text.contains(&name), "{text}");
+    assert!(text.contains(&holder_a), "{text}");
+
+    // B's hold is untouched: same field, same count, TTL not reset or removed.
+    assert_eq!(hash(&mut raw, &name).await, before);
+    let ttl_after: i64 = raw.pttl(&name).await.unwrap();
+    assert!(
+        ttl_after <= ttl_before && ttl_after > ttl_before - 2_000,
+        "TTL {ttl_before} -> {ttl_after}"
+    );
+    guard_b.unlock().await.unwrap();
+    assert!(!exists(&mut raw, &name).await);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A hold whose explicit lease expired: `NotHeld`, and the release does not recreate the key.
+#[tokio::test]
+async fn unlock_after_the_lease_expired_is_not_held() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = client(&server);
+    let name = unique_name("errors-expired");
+    let guard = client
+        .lock(&name)
+        .lock_with_options(&LockOptions::new().lease(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    let holder = format!("{}:{}", client.id(), guard.owner().id());
+    timeout(PROMPT, async {
+        while exists(&mut raw, &name).await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the lease expires");
+    match guard.unlock().await {
+        Err(Error::NotHeld { name: n, holder: h }) => {
+            assert_eq!(n, name);
+            assert_eq!(h, holder);
+        }
+        other => panic!("expected NotHeld, got {other:?}"),
+    }
+    assert!(!exists(&mut raw, &name).await);
+    client.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A lock name holding another Redis type
+// ---------------------------------------------------------------------------------------------
+
+fn assert_wrong_type<T: std::fmt::Debug>(op: &str, r: Result<T, Error>, name: &str) {
+    match r {
+        Err(Error::WrongType { key }) => {
+            assert_eq!(key, name, "{op}");
+            let text = Error::WrongType { key }.to_string();
+            assert!(text.contains(name), "{op}: {text}");
+        }
+        other => panic!("{op}: expected WrongType, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_key_of_another_type_is_wrong_type_naming_the_key() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = client(&server);
+    let string = unique_name("errors-string");
+    let list = unique_name("errors-list");
+    let () = raw.set(&string, "payload").await.unwrap();
+    let () = raw.lpush(&list, &["x", "y"]).await.unwrap();
+    let opts = LockOptions::new()
+        .lease(Duration::from_secs(5))
+        .owner(Owner::new(3));
+
+    for name in [&string, &list] {
+        let lock = client.lock(name.as_str());
+        assert_wrong_type("lock", lock.lock().await, name);
+        assert_wrong_type(
+            "lock_with_options",
+            lock.lock_with_options(&opts).await,
+            name,
+        );
+        assert_wrong_type("try_lock", lock.try_lock().await, name);
+        assert_wrong_type(
+            "try_lock_for",
+            lock.try_lock_for(Duration::from_millis(500)).await,
+            name,
+        );
+        assert_wrong_type(
+            "try_lock_with_options",
+            lock.try_lock_with_options(Duration::ZERO, &opts).await,
+            name,
+        );
+        assert_wrong_type("is_held_by", lock.is_held_by(Owner::current()).await, name);
+        assert_wrong_type("hold_count", lock.hold_count(Owner::current()).await, name);
+        // EXISTS and PTTL work on any type, as with Redisson's isLocked/remainTimeToLive.
+        assert!(lock.is_locked().await.unwrap());
+        assert_eq!(lock.remaining_ttl().await.unwrap(), Ttl::Persistent);
+    }
+
+    // Both keys are exactly as they were.
+    assert_eq!(key_type(&mut raw, &string).await, "string");
+    let s: String = raw.get(&string).await.unwrap();
+    assert_eq!(s, "payload");
+    assert_eq!(key_type(&mut raw, &list).await, "list");
+    let l: Vec<String> = raw.lrange(&list, 0, -1).await.unwrap();
+    assert_eq!(l, ["y", "x"]);
+    let ttl: i64 = raw.pttl(&string).await.unwrap();
+    assert_eq!(ttl, -1);
+    assert_eq!(dbsize(&mut raw).await, 2, "nothing else was written");
+    client.shutdown().await;
+}
+
+/// `force_unlock` is a plain `DEL`, like Redisson's `forceUnlock()`: it deletes a key of any
+/// type (and publishes the unlock message). Documented here so a change is noticed.
+#[tokio::test]
+async fn force_unlock_deletes_a_key_of_any_type_like_redisson() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = client(&server);
+    let name = unique_name("errors-force-string");
+    let () = raw.set(&name, "payload").await.unwrap();
+    assert!(client.lock(&name).force_unlock().await.unwrap());
+    assert!(!exists(&mut raw, &name).await);
+    client.shutdown().await;
+}
+
+/// The key of a held lock is replaced by another type behind the holder's back: the release
+/// reports `WrongType` and leaves the foreign value alone.
+#[tokio::test]
+async fn releasing_a_lock_whose_key_changed_type_is_wrong_type() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = client(&server);
+    let name = unique_name("errors-replaced");
+    let guard = client
+        .lock(&name)
+        .lock_with_options(&LockOptions::new().lease(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    let () = raw.del(&name).await.unwrap();
+    let () = raw.set(&name, "payload").await.unwrap();
+    assert_wrong_type("unlock", guard.unlock().await, &name);
+    let s: String = raw.get(&name).await.unwrap();
+    assert_eq!(s, "payload");
+    client.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Zero durations and invalid settings
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn zero_and_sub_millisecond_leases_are_invalid_arguments() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = client(&server);
+    let name = unique_name("errors-lease");
+    let lock = client.lock(&name);
+    for lease in [Duration::ZERO, Duration::from_micros(500)] {
+        let opts = LockOptions::new().lease(lease);
+        let results = [
+            lock.lock_with_options(&opts).await.map(|_| ()),
+            lock.try_lock_with_options(Duration::ZERO, &opts)
+                .await
+                .map(|_| ()),
+            lock.try_lock_with_options(Duration::from_secs(1), &opts)
+                .await
+                .map(|_| ()),
+        ];
+        for r in results {
+            match r {
+                Err(Error::InvalidArgument(msg)) => {
+                    assert!(msg.contains("lease"), "{msg}");
+                    assert!(msg.contains(&format!("{lease:?}")), "{msg}");
+                }
+                other => panic!("lease {lease:?}: expected InvalidArgument, got {other:?}"),
+            }
+        }
+    }
+    assert!(!exists(&mut raw, &name).await);
+    assert_eq!(dbsize(&mut raw).await, 0, "nothing written to Redis");
+    // 1 ms is the smallest lease.
+    let g = lock
+        .lock_with_options(&LockOptions::new().lease(Duration::from_millis(1)))
+        .await
+        .unwrap();
+    g.forget();
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_builder_rejects_zero_settings_naming_the_field() {
+    type Setter = fn(redisson_sync::ClientBuilder) -> redisson_sync::ClientBuilder;
+    let cases: [(&str, Setter); 6] = [
+        ("watchdog_timeout", |b| b.watchdog_timeout(Duration::ZERO)),
+        ("recheck_interval", |b| b.recheck_interval(Duration::ZERO)),
+        ("command_timeout", |b| b.command_timeout(Duration::ZERO)),
+        ("connect_timeout", |b| b.connect_timeout(Duration::ZERO)),
+        ("pool_size", |b| b.pool_size(0)),
+        ("watchdog_batch_size", |b| b.watchdog_batch_size(0)),
+    ];
+    for (field, set) in cases {
+        let builder = set(Client::builder().url("redis://127.0.0.1:1"));
+        match builder.build() {
+            Err(BuildError::InvalidConfig(msg)) => {
+                assert!(msg.contains(field), "{field}: {msg}");
+                // The other fields are fine: the message names only the bad one.
+                for (other, _) in cases.iter().filter(|(f, _)| *f != field) {
+                    if !field.contains(other) && !other.contains(field) {
+                        assert!(!msg.contains(other), "{field}: {msg}");
+                    }
+                }
+            }
+            other => panic!("{field}: expected InvalidConfig, got {other:?}"),
+        }
+    }
+    // A watchdog timeout too short to renew (under 3 ms: renewal every timeout / 3).
+    match Client::builder()
+        .watchdog_timeout(Duration::from_millis(2))
+        .build()
+    {
+        Err(BuildError::InvalidConfig(msg)) => assert!(msg.contains("watchdog_timeout"), "{msg}"),
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_unparsable_url_is_a_url_error() {
+    for url in ["not a url", "http://127.0.0.1:6379", ""] {
+        match Client::open(url) {
+            Err(e @ BuildError::Url(_)) => {
+                assert!(e.to_string().contains("URL"), "{e}");
+                assert!(std::error::Error::source(&e).is_some());
+            }
+            other => panic!("{url:?}: expected BuildError::Url, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn building_outside_a_runtime_is_no_runtime() {
+    match Client::open("redis://127.0.0.1:6379") {
+        Err(e @ BuildError::NoRuntime) => assert!(e.to_string().contains("runtime"), "{e}"),
+        other => panic!("expected NoRuntime, got {other:?}"),
+    }
+    // With an explicit runtime handle, building outside it works.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = Client::builder()
+        .url("redis://127.0.0.1:6379")
+        .runtime(rt.handle().clone())
+        .build()
+        .unwrap();
+    rt.block_on(client.shutdown());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis unreachable
+// ---------------------------------------------------------------------------------------------
+
+fn assert_unreachable<T: std::fmt::Debug>(op: &str, r: Result<T, Error>) -> Error {
+    match r {
+        Err(e @ Error::Redis(_)) => {
+            let source = std::error::Error::source(&e).expect("Redis errors have a source");
+            assert!(!source.to_string().is_empty());
+            assert!(e.to_string().starts_with("Redis error: "), "{op}: {e}");
+            e
+        }
+        Err(e @ Error::Timeout { .. }) => {
+            assert!(e.is_timeout());
+            e
+        }
+        other => panic!("{op}: expected Redis or Timeout, got {other:?}"),
+    }
+}
+
+/// Nothing listens on the port: every operation fails (it does not hang, and contention is
+/// not reported), within its bound.
+#[tokio::test]
+async fn unreachable_redis_fails_within_bounds() {
+    let command_timeout = Duration::from_millis(1_000);
+    let connect_timeout = Duration::from_millis(500);
+    let client = Client::builder()
+        .url(format!("redis://127.0.0.1:{}", dead_port()))
+        .command_timeout(command_timeout)
+        .connect_timeout(connect_timeout)
+        .build()
+        .unwrap();
+    let lock = client.lock(unique_name("errors-unreachable"));
+    let bound = command_timeout + connect_timeout + Duration::from_millis(500);
+
+    let t = Instant::now();
+    let e = assert_unreachable("try_lock", lock.try_lock().await);
+    assert!(t.elapsed() < bound, "try_lock took {:?}", t.elapsed());
+    // A refused connection is reported as such (with the driver's error as the source), not as
+    // a timeout or as contention.
+    match &e {
+        Error::Redis(r) => assert!(r.is_connection_refusal(), "{r:?}"),
+        other => panic!("expected the connection refusal, got {other:?}"),
+    }
+    assert!(!e.is_timeout());
+
+    let t = Instant::now();
+    assert_unreachable(
+        "try_lock_for",
+        lock.try_lock_for(Duration::from_millis(500)).await,
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(1_500),
+        "try_lock_for(500 ms) took {:?}",
+        t.elapsed()
+    );
+
+    let t = Instant::now();
+    assert_unreachable("lock", lock.lock().await);
+    assert!(t.elapsed() < bound, "lock took {:?}", t.elapsed());
+
+    let t = Instant::now();
+    assert_unreachable("is_locked", lock.is_locked().await);
+    assert_unreachable("force_unlock", lock.force_unlock().await);
+    assert_unreachable("hold_count", lock.hold_count(Owner::current()).await);
+    assert_unreachable("remaining_ttl", lock.remaining_ttl().await);
+    assert!(t.elapsed() < bound * 4, "queries took {:?}", t.elapsed());
+
+    // Shutdown is not held up by the failed operations.
+    timeout(PROMPT, client.shutdown()).await.unwrap();
+}
+
+/// Something accepts connections but never answers (a listener that never reads): the
+/// operations time out instead of hanging.
+#[tokio::test]
+async fn a_server_that_never_answers_times_out_within_bounds() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let client = Client::builder()
+        .url(format!("redis://127.0.0.1:{port}"))
+        .command_timeout(Duration::from_millis(500))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let lock = client.lock(unique_name("errors-blackhole"));
+
+    let t = Instant::now();
+    let r = lock.try_lock_for(Duration::from_millis(300)).await;
+    let elapsed = t.elapsed();
+    assert!(matches!(&r, Err(e) if e.is_timeout()), "{r:?}");
+    assert!(
+        elapsed < Duration::from_secs(1),
+        "try_lock_for took {elapsed:?}"
+    );
+
+    let t = Instant::now();
+    let r = lock.lock().await;
+    let elapsed = t.elapsed();
+    assert!(matches!(&r, Err(e) if e.is_timeout()), "{r:?}");
+    assert!(elapsed < Duration::from_secs(2), "lock took {elapsed:?}");
+
+    let t = Instant::now();
+    let r = lock.is_locked().await;
+    assert!(matches!(&r, Err(e) if e.is_timeout()), "{r:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "is_locked took {:?}",
+        t.elapsed()
+    );
+
+    timeout(PROMPT, client.shutdown()).await.unwrap();
+    drop(listener);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis stalled (SIGSTOP)
+// ---------------------------------------------------------------------------------------------
+
+/// Waits (bounded) until Redis has run the acquire that was queued while it was stalled (its
+/// HINCRBY shows in `INFO commandstats`, reset before the stall), then requires the lock key to
+/// be gone within a bounded time: the client must undo a grant nobody received.
+async fn assert_no_stale_hold(raw: &mut MultiplexedConnection, name: &str) {
+    timeout(PROMPT, async {
+        while calls(raw, "hincrby").await < 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("Redis ran the queued acquire after resuming");
+    let gone = timeout(Duration::from_secs(3), async {
+        while exists(raw, name).await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        gone.is_ok(),
+        "stale hold: {:?} (pttl {} ms); an acquire that timed out on the client was granted by \
+         Redis after it resumed and never undone",
+        hash(raw, name).await,
+        raw.pttl::<_, i64>(name).await.unwrap()
+    );
+}
+
+/// A `try_lock_for` against a stalled Redis returns `Err(Timeout)` within its wait plus a small
+/// bound, with a pooled connection and with a fresh client alike. The acquires that Redis runs
+/// once it resumes are undone: no stale hold remains, and the lock is usable again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_lock_for_returns_within_its_wait_while_redis_is_stalled() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let pooled = Client::builder()
+        .url(server.url())
+        .command_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    // Warm up: a pooled connection exists and the scripts are loaded.
+    let g = pooled
+        .lock(unique_name("errors-warm"))
+        .lock()
+        .await
+        .unwrap();
+    g.unlock().await.unwrap();
+    let fresh = Client::builder()
+        .url(server.url())
+        .command_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let (n1, n2, n3) = (
+        unique_name("errors-stall-pooled"),
+        unique_name("errors-stall-fresh"),
+        unique_name("errors-stall-try"),
+    );
+    reset_stats(&mut raw).await;
+
+    {
+        let _paused = Paused::pause(&server);
+        let wait = Duration::from_millis(300);
+
+        let t = Instant::now();
+        let r = pooled.lock(&n1).try_lock_for(wait).await;
+        let elapsed = t.elapsed();
+        match &r {
+            Err(e @ Error::Timeout { operation, .. }) => {
+                assert_eq!(*operation, "acquire");
+                assert!(e.is_timeout());
+                assert!(e.to_string().contains("acquire"), "{e}");
+            }
+            other => panic!("expected Timeout, got {other:?}"),
+        }
+        assert!(elapsed >= wait, "gave up early: {elapsed:?}");
+        assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+
+        let t = Instant::now();
+        let r = fresh.lock(&n2).try_lock_for(wait).await;
+        let elapsed = t.elapsed();
+        assert!(matches!(&r, Err(Error::Timeout { .. })), "fresh: {r:?}");
+        assert!(elapsed < Duration::from_secs(1), "fresh took {elapsed:?}");
+
+        // try_lock() has no wait: its one attempt is bounded by the command timeout (3 s).
+        let t = Instant::now();
+        let r = pooled.lock(&n3).try_lock().await;
+        let elapsed = t.elapsed();
+        assert!(matches!(&r, Err(Error::Timeout { .. })), "try_lock: {r:?}");
+        assert!(
+            elapsed >= Duration::from_secs(3) && elapsed < Duration::from_secs(4),
+            "try_lock took {elapsed:?}"
+        );
+    }
+
+    // Redis runs the queued acquires now; each grant is undone by the client. The acquire sent
+    // on the pooled connection runs for sure; the others needed a new connection, whose
+    // handshake stalled too and may have timed out (then their script was never sent). Wait
+    // until the first acquire and its undo ran (two HINCRBY), let the rest settle, then check
+    // that every acquire that ran was undone and nothing is held.
+    timeout(PROMPT, async {
+        while calls(&mut raw, "hincrby").await < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("Redis ran the queued acquire and the client undid its grant");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let hincrby = calls(&mut raw, "hincrby").await;
+    assert!(
+        hincrby % 2 == 0,
+        "every grant undone: {hincrby} HINCRBY calls"
+    );
+    for name in [&n1, &n2, &n3] {
+        assert!(!exists(&mut raw, name).await, "stale hold on {name}");
+    }
+    assert_eq!(dbsize(&mut raw).await, 0);
+
+    // Usable again, by both clients.
+    let g = pooled.lock(&n1).try_lock().await.unwrap().expect("free");
+    assert_eq!(
+        hash(&mut raw, &n1).await,
+        vec![(
+            format!("{}:{}", pooled.id(), g.owner().id()),
+            "1".to_owned()
+        )]
+    );
+    g.unlock().await.unwrap();
+    let g = fresh.lock(&n2).lock().await.unwrap();
+    g.unlock().await.unwrap();
+    pooled.shutdown().await;
+    fresh.shutdown().await;
+}
+
+/// A client with a short command timeout, a pooled connection and the scripts loaded, with the
+/// server's command statistics reset.
+async fn warm_client(
+    server: &RedisServer,
+    raw: &mut MultiplexedConnection,
+    command_timeout: Duration,
+) -> Client {
+    let client = Client::builder()
+        .url(server.url())
+        .command_timeout(command_timeout)
+        .watchdog_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let g = client
+        .lock(unique_name("errors-warm"))
+        .lock()
+        .await
+        .unwrap();
+    g.unlock().await.unwrap();
+    reset_stats(raw).await;
+    client
+}
+
+/// The crate's own timer and redis-rs's response timeout are both the command timeout;
+/// whichever fires first decides the variant (`Timeout` or `Redis` with a timeout inside).
+fn assert_command_timeout<T: std::fmt::Debug>(
+    op: &'static str,
+    r: &Result<T, Error>,
+    command_timeout: Duration,
+) {
+    match r {
+        Err(Error::Timeout { operation, after }) => {
+            assert_eq!(*operation, op);
+            assert_eq!(*after, command_timeout);
+        }
+        Err(e @ Error::Redis(inner)) => assert!(inner.is_timeout() && e.is_timeout(), "{e:?}"),
+        other => panic!("{op}: expected a timeout, got {other:?}"),
+    }
+}
+
+/// `lock()` (no wait limit) and the queries against a stalled Redis fail with a timeout after
+/// the command timeout instead of hanging; the client works again once Redis resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_times_out_while_redis_is_stalled() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let command_timeout = Duration::from_millis(500);
+    let client = warm_client(&server, &mut raw, command_timeout).await;
+    let lock = client.lock(unique_name("errors-stall-lock"));
+
+    {
+        let _paused = Paused::pause(&server);
+        let t = Instant::now();
+        let r = lock.lock().await;
+        let elapsed = t.elapsed();
+        assert_command_timeout("acquire", &r, command_timeout);
+        assert!(elapsed >= command_timeout, "gave up early: {elapsed:?}");
+        assert!(elapsed < Duration::from_millis(1_500), "took {elapsed:?}");
+
+        for (op, r) in [
+            ("is_locked", lock.is_locked().await.map(|_| ())),
+            ("remaining_ttl", lock.remaining_ttl().await.map(|_| ())),
+            ("force_unlock", lock.force_unlock().await.map(|_| ())),
+        ] {
+            assert_command_timeout(
+                if op == "force_unlock" {
+                    "force_unlock"
+                } else {
+                    op
+                },
+                &r,
+                command_timeout,
+            );
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(4),
+            "took {:?}",
+            t.elapsed()
+        );
+    }
+
+    // The client recovers: another lock works at once (the first one may hold a stale hold,
+    // see the next test).
+    let other = client.lock(unique_name("errors-stall-other"));
+    let g = timeout(PROMPT, other.lock()).await.unwrap().unwrap();
+    assert!(other.is_held_by(g.owner()).await.unwrap());
+    g.unlock().await.unwrap();
+    timeout(PROMPT, lock.is_locked()).await.unwrap().unwrap();
+    client.shutdown().await;
+}
+
+/// The acquire of a `lock()` that timed out during the stall is run by Redis once it resumes.
+/// Nobody received that grant, so the client must undo it; otherwise the lock stays held by a
+/// phantom holder for a whole lease (here 30 s), and a re-entrant attempt would leave the
+/// owner's count one too high.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+
+async fn a_timed_out_lock_leaves_no_stale_hold() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let command_timeout = Duration::from_millis(500);
+    let client = warm_client(&server, &mut raw, command_timeout).await;
+    let name = unique_name("errors-stale-lock");
+    let lock = client.lock(&name);
+    {
+        let _paused = Paused::pause(&server);
+        let r = lock.lock().await;
+        assert_command_timeout("acquire", &r, command_timeout);
+    }
+    assert_no_stale_hold(&mut raw, &name).await;
+
+    // Usable again, at once.
+    let g = timeout(PROMPT, lock.lock()).await.unwrap().unwrap();
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(
+            format!("{}:{}", client.id(), g.owner().id()),
+            "1".to_owned()
+        )]
+    );
+    g.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
+/// Same for a `try_lock_for` that gave up at its deadline while the stall outlasted the command
+/// timeout: the attempt's task timed out before Redis ran the script, so it did not undo it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+
+async fn an_abandoned_try_lock_for_leaves_no_stale_hold_after_a_long_stall() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let command_timeout = Duration::from_millis(400);
+    let client = warm_client(&server, &mut raw, command_timeout).await;
+    let name = unique_name("errors-stale-try");
+    let lock = client.lock(&name);
+    {
+        let _paused = Paused::pause(&server);
+        let t = Instant::now();
+        let r = lock.try_lock_for(Duration::from_millis(200)).await;
+        assert!(matches!(&r, Err(e) if e.is_timeout()), "{r:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "took {:?}",
+            t.elapsed()
+        );
+        // Stall well past the command timeout.
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+    }
+    assert_no_stale_hold(&mut raw, &name).await;
+    let g = timeout(PROMPT, lock.lock()).await.unwrap().unwrap();
+    g.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Use after shutdown
+// ---------------------------------------------------------------------------------------------
+
+fn assert_shutdown<T: std::fmt::Debug>(op: &str, r: Result<T, Error>) {
+    match r {
+        Err(e @ Error::Shutdown) => {
+            assert!(e.is_shutdown(), "{op}");
+            assert!(!e.is_timeout() && !e.is_not_held(), "{op}");
+        }
+        other => panic!("{op}: expected Shutdown, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn every_operation_after_shutdown_is_shutdown() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = client(&server);
+    let name = unique_name("errors-shutdown");
+    let lock = client.lock(&name);
+    let held = lock
+        .lock_with_options(&LockOptions::new().lease(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    let before = hash(&mut raw, &name).await;
+    assert!(!client.is_shut_down());
+    client.shutdown().await;
+    assert!(client.is_shut_down());
+    assert!(client.clone().is_shut_down(), "clones share the state");
+
+    let opts = LockOptions::new().lease(Duration::from_secs(1));
+    assert_shutdown("lock", lock.lock().await);
+    assert_shutdown("lock_with_options", lock.lock_with_options(&opts).await);
+    assert_shutdown("try_lock", lock.try_lock().await);
+    assert_shutdown(
+        "try_lock_for",
+        lock.try_lock_for(Duration::from_secs(1)).await,
+    );
+    assert_shutdown(
+        "try_lock_with_options",
+        lock.try_lock_with_options(Duration::ZERO, &opts).await,
+    );
+    assert_shutdown("force_unlock", lock.force_unlock().await);
+    assert_shutdown("is_locked", lock.is_locked().await);
+    assert_shutdown("is_held_by", lock.is_held_by(Owner::current()).await);
+    assert_shutdown("hold_count", lock.hold_count(Owner::current()).await);
+    assert_shutdown("remaining_ttl", lock.remaining_ttl().await);
+    assert_shutdown("new lock handle", client.lock("other").try_lock().await);
+    // A guard taken before the shutdown cannot release any more; as documented, its lock stays
+    // until its lease expires.
+    assert_shutdown("guard.unlock", held.unlock().await);
+    assert_eq!(hash(&mut raw, &name).await, before);
+    let ttl: i64 = raw.pttl(&name).await.unwrap();
+    assert!((0..=20_000).contains(&ttl), "{ttl}");
+    // Shutting down twice is fine.
+    timeout(PROMPT, client.shutdown()).await.unwrap();
+}
+
+/// Waiters blocked when the client shuts down return `Shutdown` promptly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_return_shutdown_when_the_client_shuts_down() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let holder = client(&server);
+    let name = unique_name("errors-shutdown-waiters");
+    let held = holder.lock(&name).lock().await.unwrap();
+
+    let client = client(&server);
+    let lock = client.lock(&name);
+    let blocking = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.lock().await }
+    });
+    let bounded = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.try_lock_for(Duration::from_secs(60)).await }
+    });
+    // Both are waiting (subscribed, asleep): give them time to get there.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!blocking.is_finished() && !bounded.is_finished());
+
+    let t = Instant::now();
+    timeout(PROMPT, client.shutdown()).await.expect("shutdown");
+    assert_shutdown(
+        "blocked lock()",
+        timeout(PROMPT, blocking).await.unwrap().unwrap(),
+    );
+    assert_shutdown(
+        "try_lock_for(60 s)",
+        timeout(PROMPT, bounded).await.unwrap().unwrap(),
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t.elapsed()
+    );
+
+    // The holder (another client) is unaffected.
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(
+            format!("{}:{}", holder.id(), held.owner().id()),
+            "1".to_owned()
+        )]
+    );
+    held.unlock().await.unwrap();
+    holder.shutdown().await;
+}

@@ -1,0 +1,474 @@
+//! The Lua scripts under `lua/lock/` (STYLE.md §7.8): each loads, its sha is what redis-rs
+//! sends with EVALSHA, its header documents KEYS, ARGV, the reply and the Redisson method it
+//! mirrors, every reply in that header holds when the file is run with a raw EVAL, and the
+//! library keeps working after `SCRIPT FLUSH` (the NOSCRIPT fallback).
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{RedisServer, unique_name};
+use futures_util::StreamExt;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncCommands, Value};
+use redisson_sync::{Client, LockOptions, Owner};
+use tokio::time::timeout;
+
+/// The scripts the lock uses, with the Redisson name each header must cite.
+const EXPECTED: [(&str, &str); 4] = [
+    ("acquire.lua", "tryLockInnerAsync"),
+    ("unlock.lua", "unlockInnerAsync"),
+    ("force_unlock.lua", "forceUnlockAsync"),
+    ("renew.lua", "LockRenewalScheduler"),
+];
+
+fn lua_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("lua/lock")
+}
+
+/// Every `*.lua` under `lua/lock/`, sorted by file name, with its text.
+fn scripts() -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = std::fs::read_dir(lua_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "lua"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn script(file: &str) -> String {
+    std::fs::read_to_string(lua_dir().join(file)).unwrap()
+}
+
+/// `EVAL <text> <keys> <args>` with the reply undecoded.
+async fn eval(raw: &mut MultiplexedConnection, text: &str, keys: &[&str], args: &[&str]) -> Value {
+    redis::cmd("EVAL")
+        .arg(text)
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args)
+        .query_async(raw)
+        .await
+        .unwrap()
+}
+
+fn channel(name: &str) -> String {
+    format!("redisson_lock__channel:{{{name}}}")
+}
+
+async fn hash(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = raw.hgetall(name).await.unwrap();
+    all.sort();
+    all
+}
+
+async fn pttl(raw: &mut MultiplexedConnection, name: &str) -> i64 {
+    raw.pttl(name).await.unwrap()
+}
+
+async fn script_flush(raw: &mut MultiplexedConnection) {
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(raw)
+        .await
+        .unwrap();
+}
+
+async fn script_exists(raw: &mut MultiplexedConnection, sha: &str) -> bool {
+    let v: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(sha)
+        .query_async(raw)
+        .await
+        .unwrap();
+    v == [true]
+}
+
+#[test]
+fn the_lock_scripts_are_all_there() {
+    let names: Vec<String> = scripts().into_iter().map(|(n, _)| n).collect();
+    let mut expected: Vec<&str> = EXPECTED.iter().map(|(f, _)| *f).collect();
+    expected.sort_unstable();
+    assert_eq!(names, expected, "files under lua/lock/");
+}
+
+#[test]
+fn every_script_starts_with_a_header_naming_keys_argv_reply_and_redisson() {
+    for (file, text) in scripts() {
+        let header: Vec<&str> = text.lines().take_while(|l| l.starts_with("--")).collect();
+        assert!(
+            header.len() >= 4,
+            "{file}: expected a comment header, got {header:?}"
+        );
+        let header = header.join("\n");
+        assert!(
+            header.starts_with(&format!("-- lock/{file}")),
+            "{file}: header must start with its own path: {header}"
+        );
+        for word in ["KEYS[", "ARGV[", "Reply", "Redisson"] {
+            assert!(
+                header.contains(word),
+                "{file}: header lacks {word:?}:\n{header}"
+            );
+        }
+        let redisson = EXPECTED
+            .iter()
+            .find(|(f, _)| *f == file)
+            .map(|(_, r)| *r)
+            .unwrap();
+        assert!(
+            header.contains(redisson),
+            "{file}: header must cite Redisson's {redisson}:\n{header}"
+        );
+        // The body is not empty.
+        assert!(
+            text.lines()
+                .any(|l| !l.starts_with("--") && l.contains("redis.")),
+            "{file}: no redis calls"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_script_loads_and_its_sha_is_the_evalsha_hash() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    for (file, text) in scripts() {
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(&text)
+            .query_async(&mut raw)
+            .await
+            .unwrap_or_else(|e| panic!("{file}: SCRIPT LOAD failed: {e}"));
+        assert_eq!(sha.len(), 40, "{file}: {sha}");
+        assert_eq!(
+            sha,
+            redis::Script::new(&text).get_hash(),
+            "{file}: the sha redis-rs sends with EVALSHA must be the one Redis computes"
+        );
+        assert!(script_exists(&mut raw, &sha).await, "{file}");
+    }
+}
+
+#[tokio::test]
+async fn acquire_replies_nil_nil_then_pttl_as_its_header_says() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let acquire = script("acquire.lua");
+    let name = unique_name("scripts-acquire");
+    let (a, b) = ("uuid-a:1", "uuid-b:2");
+
+    assert_eq!(
+        eval(&mut raw, &acquire, &[&name], &["30000", a]).await,
+        Value::Nil
+    );
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(a.to_owned(), "1".to_owned())]
+    );
+    assert!((29_000..=30_000).contains(&pttl(&mut raw, &name).await));
+
+    // Re-entry: nil again, count 2, TTL reset to ARGV[1].
+    let () = raw.pexpire(&name, 5_000).await.unwrap();
+    assert_eq!(
+        eval(&mut raw, &acquire, &[&name], &["30000", a]).await,
+        Value::Nil
+    );
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(a.to_owned(), "2".to_owned())]
+    );
+    assert!((29_000..=30_000).contains(&pttl(&mut raw, &name).await));
+
+    // Another field: the PTTL, nothing changed.
+    match eval(&mut raw, &acquire, &[&name], &["30000", b]).await {
+        Value::Int(ms) => assert!((29_000..=30_000).contains(&ms), "pttl {ms}"),
+        other => panic!("expected the PTTL, got {other:?}"),
+    }
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(a.to_owned(), "2".to_owned())]
+    );
+
+    // A lock without expiry: -1.
+    let () = raw.persist(&name).await.unwrap();
+    assert_eq!(
+        eval(&mut raw, &acquire, &[&name], &["30000", b]).await,
+        Value::Int(-1)
+    );
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(a.to_owned(), "2".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn unlock_replies_nil_0_1_and_publishes_one_zero() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let (acquire, unlock) = (script("acquire.lua"), script("unlock.lua"));
+    let name = unique_name("scripts-unlock");
+    let chan = channel(&name);
+    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
+    pubsub.subscribe(&chan).await.unwrap();
+    let mut messages = pubsub.into_on_message();
+    let (a, stranger) = ("uuid-a:1", "uuid-x:9");
+    let unlock_args = |field| ["0", "10000", field, "PUBLISH"];
+
+    // Nobody holds it: nil.
+    assert_eq!(
+        eval(&mut raw, &unlock, &[&name, &chan], &unlock_args(a)).await,
+        Value::Nil
+    );
+    let exists: bool = raw.exists(&name).await.unwrap();
+    assert!(!exists, "unlock of an absent lock must not create it");
+
+    eval(&mut raw, &acquire, &[&name], &["30000", a]).await;
+    eval(&mut raw, &acquire, &[&name], &["30000", a]).await;
+
+    // A stranger: nil, nothing changed.
+    assert_eq!(
+        eval(&mut raw, &unlock, &[&name, &chan], &unlock_args(stranger)).await,
+        Value::Nil
+    );
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(a.to_owned(), "2".to_owned())]
+    );
+    assert!(pttl(&mut raw, &name).await > 20_000);
+
+    // First of two holds: 0, count 1, TTL reset to ARGV[2], no message.
+    assert_eq!(
+        eval(&mut raw, &unlock, &[&name, &chan], &unlock_args(a)).await,
+        Value::Int(0)
+    );
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(a.to_owned(), "1".to_owned())]
+    );
+    assert!((9_000..=10_000).contains(&pttl(&mut raw, &name).await));
+
+    // Last hold: 1, key deleted, "0" published once.
+    assert_eq!(
+        eval(&mut raw, &unlock, &[&name, &chan], &unlock_args(a)).await,
+        Value::Int(1)
+    );
+    let exists: bool = raw.exists(&name).await.unwrap();
+    assert!(!exists);
+    let msg = timeout(Duration::from_secs(2), messages.next())
+        .await
+        .expect("the unlock message")
+        .unwrap();
+    assert_eq!(msg.get_channel_name(), chan);
+    assert_eq!(msg.get_payload::<String>().unwrap(), "0");
+    assert!(
+        timeout(Duration::from_millis(300), messages.next())
+            .await
+            .is_err(),
+        "exactly one message: the partial release and the nil replies publish nothing"
+    );
+}
+
+#[tokio::test]
+async fn force_unlock_replies_1_then_0() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let (acquire, force) = (script("acquire.lua"), script("force_unlock.lua"));
+    let name = unique_name("scripts-force");
+    let chan = channel(&name);
+    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
+    pubsub.subscribe(&chan).await.unwrap();
+    let mut messages = pubsub.into_on_message();
+
+    eval(&mut raw, &acquire, &[&name], &["30000", "uuid-a:1"]).await;
+    eval(&mut raw, &acquire, &[&name], &["30000", "uuid-a:1"]).await;
+    assert_eq!(
+        eval(&mut raw, &force, &[&name, &chan], &["0", "PUBLISH"]).await,
+        Value::Int(1)
+    );
+    let exists: bool = raw.exists(&name).await.unwrap();
+    assert!(!exists, "force unlock deletes every hold");
+    assert_eq!(
+        eval(&mut raw, &force, &[&name, &chan], &["0", "PUBLISH"]).await,
+        Value::Int(0)
+    );
+    let msg = timeout(Duration::from_secs(2), messages.next())
+        .await
+        .expect("the unlock message")
+        .unwrap();
+    assert_eq!(msg.get_payload::<String>().unwrap(), "0");
+    assert!(
+        timeout(Duration::from_millis(300), messages.next())
+            .await
+            .is_err(),
+        "the 0 reply publishes nothing"
+    );
+}
+
+#[tokio::test]
+async fn renew_replies_one_flag_per_key() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let (acquire, renew) = (script("acquire.lua"), script("renew.lua"));
+    let held = unique_name("scripts-renew-held");
+    let missing = unique_name("scripts-renew-missing");
+    let taken = unique_name("scripts-renew-taken");
+    let string = unique_name("scripts-renew-string");
+    eval(&mut raw, &acquire, &[&held], &["1000", "uuid-a:1"]).await;
+    eval(&mut raw, &acquire, &[&taken], &["1000", "uuid-b:2"]).await;
+    let () = raw.set(&string, "not a lock").await.unwrap();
+
+    let reply = eval(
+        &mut raw,
+        &renew,
+        &[&held, &missing, &taken, &string],
+        &["30000", "uuid-a:1", "uuid-a:1", "uuid-a:1", "uuid-a:1"],
+    )
+    .await;
+    assert_eq!(
+        reply,
+        Value::Array(vec![
+            Value::Int(1),
+            Value::Int(0),
+            Value::Int(0),
+            Value::Int(0)
+        ]),
+        "held, missing, held by another field, another type"
+    );
+    assert!(
+        (29_000..=30_000).contains(&pttl(&mut raw, &held).await),
+        "renewed"
+    );
+    assert!(pttl(&mut raw, &taken).await <= 1_000, "not renewed");
+    let exists: bool = raw.exists(&missing).await.unwrap();
+    assert!(!exists, "renew must not create a missing lock");
+    let s: String = raw.get(&string).await.unwrap();
+    assert_eq!(s, "not a lock");
+    assert_eq!(pttl(&mut raw, &string).await, -1);
+    assert_eq!(
+        hash(&mut raw, &held).await,
+        vec![("uuid-a:1".to_owned(), "1".to_owned())]
+    );
+
+    // The exact example of the brief: a held and a missing key.
+    assert_eq!(
+        eval(
+            &mut raw,
+            &renew,
+            &[&held, &missing],
+            &["30000", "uuid-a:1", "uuid-a:1"]
+        )
+        .await,
+        Value::Array(vec![Value::Int(1), Value::Int(0)])
+    );
+}
+
+/// After `SCRIPT FLUSH` every operation still works: redis-rs gets NOSCRIPT, loads the script
+/// and retries. Checked for acquire, re-entry, unlock (partial and full), force unlock and the
+/// watchdog's renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_survives_script_flush() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    // Renewal every 300 ms, lease 900 ms.
+    let client = Client::builder()
+        .url(server.url())
+        .watchdog_timeout(Duration::from_millis(900))
+        .build()
+        .unwrap();
+    let name = unique_name("scripts-flush");
+    let lock = client.lock(&name);
+    let sha = |file| redis::Script::new(&script(file)).get_hash().to_owned();
+
+    // Warm up: every script loaded once through the library.
+    let warm = client.lock(unique_name("scripts-warm"));
+    let g = warm.lock().await.unwrap();
+    g.unlock().await.unwrap();
+    assert!(script_exists(&mut raw, &sha("acquire.lua")).await);
+    assert!(script_exists(&mut raw, &sha("unlock.lua")).await);
+
+    script_flush(&mut raw).await;
+    let g1 = lock.lock().await.unwrap();
+    let field = format!("{}:{}", client.id(), g1.owner().id());
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(field.clone(), "1".to_owned())]
+    );
+    assert!(
+        script_exists(&mut raw, &sha("acquire.lua")).await,
+        "reloaded"
+    );
+
+    script_flush(&mut raw).await;
+    let g2 = lock.lock().await.unwrap();
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(field.clone(), "2".to_owned())]
+    );
+
+    script_flush(&mut raw).await;
+    g2.unlock().await.unwrap();
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(field.clone(), "1".to_owned())]
+    );
+    assert!(
+        script_exists(&mut raw, &sha("unlock.lua")).await,
+        "reloaded"
+    );
+
+    // Renewal after a flush: stretch the TTL far beyond the lease; the next renewal puts it
+    // back to the 900 ms lease, which only the renew script does.
+    script_flush(&mut raw).await;
+    let () = raw.pexpire(&name, 60_000).await.unwrap();
+    timeout(Duration::from_secs(5), async {
+        loop {
+            let ms = pttl(&mut raw, &name).await;
+            if (0..=900).contains(&ms) {
+                break;
+            }
+            assert!(ms > 0, "the lock vanished: pttl {ms}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the watchdog renewed the lock after SCRIPT FLUSH");
+    assert!(script_exists(&mut raw, &sha("renew.lua")).await, "reloaded");
+    // And it keeps renewing: held well past several leases.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(field.clone(), "1".to_owned())]
+    );
+    assert!(!g1.is_lost());
+
+    script_flush(&mut raw).await;
+    g1.unlock().await.unwrap();
+    let exists: bool = raw.exists(&name).await.unwrap();
+    assert!(!exists);
+
+    // Force unlock after a flush.
+    let g = lock
+        .lock_with_options(&LockOptions::new().owner(Owner::new(7)))
+        .await
+        .unwrap();
+    script_flush(&mut raw).await;
+    assert!(lock.force_unlock().await.unwrap());
+    let exists: bool = raw.exists(&name).await.unwrap();
+    assert!(!exists);
+    script_flush(&mut raw).await;
+    assert!(!lock.force_unlock().await.unwrap());
+    assert!(
+        script_exists(&mut raw, &sha("force_unlock.lua")).await,
+        "reloaded"
+    );
+    g.forget();
+
+    client.shutdown().await;
+}
