@@ -4,6 +4,7 @@
 //! run a command, open a pub/sub connection), so Redis Cluster and Sentinel can be added here as
 //! further variants without changing the lock code or the public API.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, RecycleResult};
@@ -16,29 +17,44 @@ use crate::error::{BuildError, Error, Result};
 /// Creates multiplexed connections for the pool.
 ///
 /// Unlike `deadpool_redis::Manager`, recycling does not send `UNWATCH` + `PING` on every
-/// checkout (one extra round trip per lock operation); a connection that fails with an I/O error
-/// is taken out of the pool by [`Connections`] instead.
+/// checkout (one extra round trip per lock operation). Instead, a connection that fails with a
+/// dropped-connection error is taken out of the pool, and every connection opened before that
+/// failure is retired at its next checkout (a server restart breaks them all at once, so one
+/// failed call is enough to renew the whole pool).
 struct Manager {
     client: redis::Client,
     config: AsyncConnectionConfig,
+    /// Bumped when a connection is found broken; older connections are not reused.
+    generation: AtomicU64,
+}
+
+/// A pooled connection and the generation it was opened in.
+struct Pooled {
+    conn: MultiplexedConnection,
+    generation: u64,
 }
 
 impl managed::Manager for Manager {
-    type Type = MultiplexedConnection;
+    type Type = Pooled;
     type Error = redis::RedisError;
 
-    async fn create(&self) -> Result<MultiplexedConnection, redis::RedisError> {
-        self.client
+    async fn create(&self) -> Result<Pooled, redis::RedisError> {
+        let generation = self.generation.load(Ordering::Acquire);
+        let conn = self
+            .client
             .get_multiplexed_async_connection_with_config(&self.config)
-            .await
+            .await?;
+        Ok(Pooled { conn, generation })
     }
 
-    async fn recycle(
-        &self,
-        _: &mut MultiplexedConnection,
-        _: &Metrics,
-    ) -> RecycleResult<redis::RedisError> {
-        Ok(())
+    async fn recycle(&self, conn: &mut Pooled, _: &Metrics) -> RecycleResult<redis::RedisError> {
+        if conn.generation < self.generation.load(Ordering::Acquire) {
+            Err(managed::RecycleError::message(
+                "opened before a connection failure",
+            ))
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -70,6 +86,7 @@ impl Connections {
         let manager = Manager {
             client: client.clone(),
             config: conn_config,
+            generation: AtomicU64::new(0),
         };
         let pool = Pool::builder(manager)
             .max_size(config.pool_size)
@@ -116,12 +133,20 @@ impl Connections {
         .await
     }
 
-    /// Runs one command on the server holding `key`.
-    pub(crate) async fn command(&self, op: &'static str, key: &str, cmd: &Cmd) -> Result<Value> {
-        self.with_conn(op, key, self.command_timeout, async |conn| {
-            cmd.query_async(conn).await
-        })
-        .await
+    /// Runs one read-only command on the server holding `key`. Being read-only, it is retried
+    /// once on a fresh connection when its connection turns out to be dropped (for example by a
+    /// server restart while it sat in the pool).
+    pub(crate) async fn query(&self, op: &'static str, key: &str, cmd: &Cmd) -> Result<Value> {
+        let run = async || {
+            self.with_conn(op, key, self.command_timeout, async |conn| {
+                cmd.query_async(conn).await
+            })
+            .await
+        };
+        match run().await {
+            Err(Error::Redis(e)) if e.is_connection_dropped() => run().await,
+            other => other,
+        }
     }
 
     async fn with_conn(
@@ -143,7 +168,7 @@ impl Connections {
                 .map_err(|e| pool_error(e, op, limit))?;
             // The pooled handle keeps its response timeout (`command_timeout`); a longer limit
             // goes on a clone of the handle, which shares the connection.
-            let mut conn = MultiplexedConnection::clone(&pooled);
+            let mut conn = pooled.conn.clone();
             if limit != self.command_timeout {
                 conn.set_response_timeout(limit);
             }
@@ -152,7 +177,17 @@ impl Connections {
                 Err(e) => {
                     if e.is_unrecoverable_error() || e.is_io_error() || e.is_timeout() {
                         // A broken or stalled connection must not go back to the pool.
+                        let generation = pooled.generation;
                         let _ = managed::Object::take(pooled);
+                        if e.is_connection_dropped() || e.is_unrecoverable_error() {
+                            // Its siblings are likely broken too (server restart): retire them.
+                            let _ = self.pool.manager().generation.compare_exchange(
+                                generation,
+                                generation + 1,
+                                Ordering::AcqRel,
+                                Ordering::Acquire,
+                            );
+                        }
                     }
                     if e.is_timeout() {
                         Err(timeout())

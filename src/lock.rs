@@ -526,7 +526,7 @@ impl Lock {
         self.client
             .inner()
             .connections
-            .command(op, &self.name, cmd)
+            .query(op, &self.name, cmd)
             .await
     }
 
