@@ -328,10 +328,7 @@ impl Task {
 }
 
 /// Runs a subscription command with the client's command timeout.
-async fn bounded(
-    limit: Duration,
-    op: impl Future<Output = redis::RedisResult<()>>,
-) -> Result<()> {
+async fn bounded(limit: Duration, op: impl Future<Output = redis::RedisResult<()>>) -> Result<()> {
     match tokio::time::timeout(limit, op).await {
         Ok(r) => Ok(r?),
         Err(_) => Err(Error::Timeout {
