@@ -1,0 +1,655 @@
+//! The lease watchdog: renewal of locks taken without an explicit lease, no renewal of explicit
+//! leases, no renewal after unlock, lost-lock detection, batching and reentrant holds.
+//!
+//! Every test uses a short watchdog timeout (renewal period = timeout / 3) and checks the Redis
+//! state with a raw connection: PTTL ranges, hash contents and `INFO commandstats` counters of the
+//! script commands (EVALSHA/EVAL), which only the clients under test send.
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{RedisServer, unique_name};
+use futures_util::StreamExt;
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use redisson_sync::{Client, Error, LockOptions, Owner};
+use tokio::time::{Instant, sleep, timeout};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn client(server: &RedisServer, watchdog: Duration) -> Client {
+    Client::builder()
+        .url(server.url())
+        .watchdog_timeout(watchdog)
+        .build()
+        .unwrap()
+}
+
+fn field(client: &Client, owner: Owner) -> String {
+    format!("{}:{}", client.id(), owner.id())
+}
+
+async fn pttl(raw: &mut MultiplexedConnection, key: &str) -> i64 {
+    raw.pttl(key).await.unwrap()
+}
+
+async fn hash(raw: &mut MultiplexedConnection, key: &str) -> HashMap<String, String> {
+    raw.hgetall(key).await.unwrap()
+}
+
+async fn exists(raw: &mut MultiplexedConnection, key: &str) -> bool {
+    raw.exists(key).await.unwrap()
+}
+
+async fn dbsize(raw: &mut MultiplexedConnection) -> u64 {
+    redis::cmd("DBSIZE").query_async(raw).await.unwrap()
+}
+
+/// `calls + rejected_calls` of one command in `INFO commandstats` (0 if never called).
+async fn command_calls(raw: &mut MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(raw)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:");
+    let Some(line) = info.lines().find(|l| l.starts_with(&prefix)) else {
+        return 0;
+    };
+    line[prefix.len()..]
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| *k == "calls" || *k == "rejected_calls")
+        .map(|(_, v)| v.parse::<u64>().unwrap())
+        .sum()
+}
+
+/// Script calls of every kind (the renewal, acquire, unlock scripts), and PEXPIRE calls (made
+/// only from inside scripts here).
+async fn script_and_pexpire_calls(raw: &mut MultiplexedConnection) -> (u64, u64) {
+    let mut scripts = 0;
+    for cmd in ["evalsha", "eval", "evalsha_ro", "eval_ro"] {
+        scripts += command_calls(raw, cmd).await;
+    }
+    (scripts, command_calls(raw, "pexpire").await)
+}
+
+#[tokio::test]
+async fn watchdog_keeps_lock_alive_past_three_timeouts() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let timeout_ms = 600;
+    let client = client(&server, ms(timeout_ms));
+    let other = self::client(&server, ms(timeout_ms));
+    let name = unique_name("wd-alive");
+
+    let guard = client.lock(&name).lock().await.unwrap();
+    assert_eq!(guard.lease(), None);
+    let holder = field(&client, guard.owner());
+    let start = Instant::now();
+    let mut previous = pttl(&mut raw, &name).await;
+    assert!(previous > 0 && previous <= 600, "pttl {previous}");
+    let mut renewals_seen = 0;
+    let mut samples = 0;
+    while start.elapsed() < ms(3 * timeout_ms + 300) {
+        sleep(ms(70)).await;
+        let p = pttl(&mut raw, &name).await;
+        assert!(p > 0 && p <= 600, "pttl {p} after {:?}", start.elapsed());
+        if p > previous {
+            renewals_seen += 1;
+        }
+        previous = p;
+        assert!(
+            other.lock(&name).try_lock().await.unwrap().is_none(),
+            "another client got the lock after {:?}",
+            start.elapsed()
+        );
+        assert!(!guard.is_lost());
+        samples += 1;
+    }
+    assert!(samples >= 3, "only {samples} samples");
+    // The key outlived its 600 ms lease three times over: it was renewed, and PTTL went up.
+    assert!(renewals_seen >= 1, "no renewal observed");
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        HashMap::from([(holder, "1".to_owned())])
+    );
+    assert!(!guard.is_lost());
+
+    guard.unlock().await.unwrap();
+    assert!(!exists(&mut raw, &name).await);
+    other.shutdown().await;
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn explicit_lease_expires_on_time_and_is_never_renewed() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = client(&server, ms(600));
+    let other = self::client(&server, ms(600));
+    let name = unique_name("wd-lease");
+    let lock = client.lock(&name);
+
+    let guard = lock
+        .lock_with_options(&LockOptions::new().lease(ms(300)))
+        .await
+        .unwrap();
+    assert_eq!(guard.lease(), Some(ms(300)));
+    let holder = field(&client, guard.owner());
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        HashMap::from([(holder.clone(), "1".to_owned())])
+    );
+    let mut previous = pttl(&mut raw, &name).await;
+    assert!(previous > 0 && previous <= 300, "pttl {previous}");
+
+    // Sample until the key is gone: PTTL never goes up (no renewal, though the watchdog ticks
+    // every 200 ms), and the key expires with its 300 ms lease.
+    let start = Instant::now();
+    loop {
+        let p = pttl(&mut raw, &name).await;
+        if p == -2 {
+            break;
+        }
+        assert!(p > 0 && p <= previous, "pttl went from {previous} to {p}");
+        previous = p;
+        assert!(
+            start.elapsed() < ms(2000),
+            "key still present {:?} after a 300 ms lease",
+            start.elapsed()
+        );
+        sleep(ms(30)).await;
+    }
+
+    // Two more renewal periods: explicit leases are never watched, so never reported lost.
+    assert!(timeout(ms(450), guard.lost()).await.is_err());
+    assert!(!guard.is_lost());
+
+    let g2 = other
+        .lock(&name)
+        .try_lock_with_options(Duration::ZERO, &LockOptions::new().owner(Owner::new(5)))
+        .await
+        .unwrap()
+        .expect("lock free after the lease expired");
+    let other_holder = field(&other, Owner::new(5));
+    let err = guard.unlock().await.unwrap_err();
+    match &err {
+        Error::NotHeld { name: n, holder: h } => {
+            assert_eq!(n, &name);
+            assert_eq!(h, &holder);
+        }
+        e => panic!("expected NotHeld, got {e:?}"),
+    }
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        HashMap::from([(other_holder, "1".to_owned())])
+    );
+    g2.unlock().await.unwrap();
+    assert!(!exists(&mut raw, &name).await);
+    other.shutdown().await;
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn never_renews_after_unlock_over_1000_cycles() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let period = ms(100);
+    let client = client(&server, period * 3);
+
+    let tasks: Vec<_> = (0..4)
+        .map(|t| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let names: Vec<String> = (0..3)
+                    .map(|i| unique_name(&format!("wd-cycle{t}-{i}")))
+                    .collect();
+                for i in 0..250 {
+                    let lock = client.lock(&names[i % names.len()]);
+                    let guard = lock.lock().await.unwrap();
+                    assert!(!guard.is_lost());
+                    match i % 4 {
+                        // Reentrant hold released first, then the outer one.
+                        0 => {
+                            let inner = lock.lock().await.unwrap();
+                            inner.unlock().await.unwrap();
+                            guard.unlock().await.unwrap();
+                        }
+                        // Release on drop (in the background).
+                        1 => drop(guard),
+                        _ => guard.unlock().await.unwrap(),
+                    }
+                }
+                names
+            })
+        })
+        .collect();
+    let mut names = Vec::new();
+    for t in tasks {
+        names.extend(timeout(Duration::from_secs(20), t).await.unwrap().unwrap());
+    }
+    assert_eq!(names.len(), 12);
+
+    // Releases on drop finish in the background; then no lock key remains.
+    let start = Instant::now();
+    while dbsize(&mut raw).await != 0 {
+        assert!(
+            start.elapsed() < ms(2000),
+            "lock keys remain after all releases"
+        );
+        sleep(ms(20)).await;
+    }
+    for name in &names {
+        assert!(!exists(&mut raw, name).await, "{name}");
+    }
+
+    // Let a renewal tick that started before the last unlock finish, then watch an idle window
+    // of more than three renewal periods: the watchdog must not call any script.
+    sleep(period * 2).await;
+    let before = script_and_pexpire_calls(&mut raw).await;
+    sleep(period * 4).await;
+    let after = script_and_pexpire_calls(&mut raw).await;
+    assert_eq!(
+        before, after,
+        "(scripts, pexpire) calls during the idle window"
+    );
+    assert_eq!(dbsize(&mut raw).await, 0);
+
+    // Positive control: with one lock held, the same window shows the watchdog at work.
+    let guard = client.lock(&names[0]).lock().await.unwrap();
+    let before = script_and_pexpire_calls(&mut raw).await;
+    sleep(period * 4).await;
+    let after = script_and_pexpire_calls(&mut raw).await;
+    assert!(
+        after.0 >= before.0 + 2,
+        "renewal scripts {before:?} -> {after:?}"
+    );
+    assert!(after.1 >= before.1 + 2, "pexpire {before:?} -> {after:?}");
+
+    // A hold released right after a renewal tick is not renewed by any later tick. Made
+    // visible by taking the same lock again for the same owner with an explicit lease, which
+    // the watchdog must leave alone: a stale renewal would cut its PTTL to 300 ms.
+    let marker = names[0].clone();
+    let reused = names[1].clone();
+    let owner = LockOptions::new().owner(Owner::new(1));
+    let mut previous = pttl(&mut raw, &marker).await;
+    let start = Instant::now();
+    loop {
+        sleep(ms(3)).await;
+        let p = pttl(&mut raw, &marker).await;
+        assert!(p > 0, "marker lock lost");
+        if p > previous {
+            break; // the watchdog just renewed: the next tick is ~100 ms away
+        }
+        previous = p;
+        assert!(start.elapsed() < ms(2000), "no renewal tick observed");
+    }
+    let lock = client.lock(&reused);
+    lock.lock_with_options(&owner)
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let leased = lock
+        .lock_with_options(&owner.clone().lease(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    let mut previous = pttl(&mut raw, &reused).await;
+    let start = Instant::now();
+    while start.elapsed() < period * 4 {
+        sleep(ms(20)).await;
+        let p = pttl(&mut raw, &reused).await;
+        assert!(
+            p > 9_000 && p <= previous,
+            "pttl of {reused} went from {previous} to {p}"
+        );
+        previous = p;
+    }
+    leased.unlock().await.unwrap();
+    guard.unlock().await.unwrap();
+    assert_eq!(dbsize(&mut raw).await, 0);
+    client.shutdown().await;
+}
+
+/// How the lock disappears behind its holder's back.
+#[derive(Clone, Copy, Debug)]
+enum Removal {
+    RawDel,
+    ForceUnlock,
+}
+
+async fn lost_lock_is_signalled_and_unlock_reports_it(removal: Removal) {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let period = ms(200);
+    let client = client(&server, period * 3);
+    let other = self::client(&server, period * 3);
+    let name = unique_name("wd-lost");
+
+    let guard = client.lock(&name).lock().await.unwrap();
+    assert!(!guard.is_lost());
+    // A renewal period passes without the guard being reported lost.
+    assert!(timeout(period + ms(100), guard.lost()).await.is_err());
+    assert!(!guard.is_lost());
+
+    match removal {
+        Removal::RawDel => {
+            let n: u64 = raw.del(&name).await.unwrap();
+            assert_eq!(n, 1);
+        }
+        Removal::ForceUnlock => assert!(other.lock(&name).force_unlock().await.unwrap()),
+    }
+    // Detected at the next renewal (one period, 200 ms); generous bound for a loaded machine.
+    timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("lost signal after the key was removed");
+    assert!(guard.is_lost());
+    assert!(
+        !exists(&mut raw, &name).await,
+        "renewal must not recreate the key"
+    );
+
+    // A new holder with an explicit lease (not watched by its client).
+    let new_opts = LockOptions::new()
+        .owner(Owner::new(9))
+        .lease(Duration::from_secs(10));
+    let g2 = other
+        .lock(&name)
+        .try_lock_with_options(Duration::ZERO, &new_opts)
+        .await
+        .unwrap()
+        .expect("lock is free");
+    let new_holder = field(&other, Owner::new(9));
+
+    // The lost hold was dropped from renewal, and its unlock does not touch Redis: no script
+    // runs from here on.
+    let before = script_and_pexpire_calls(&mut raw).await;
+    let err = guard.unlock().await.unwrap_err();
+    match &err {
+        Error::LeaseLost { name: n } => assert_eq!(n, &name),
+        e => panic!("expected LeaseLost, got {e:?}"),
+    }
+    assert!(err.is_not_held());
+    sleep(period * 3 + ms(100)).await;
+    let after = script_and_pexpire_calls(&mut raw).await;
+    assert_eq!(
+        before, after,
+        "(scripts, pexpire) calls after the lock was lost"
+    );
+
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        HashMap::from([(new_holder, "1".to_owned())])
+    );
+    let p = pttl(&mut raw, &name).await;
+    assert!(p > 8_500 && p < 10_000, "new holder's pttl {p}");
+    g2.unlock().await.unwrap();
+    assert!(!exists(&mut raw, &name).await);
+    other.shutdown().await;
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn key_deleted_behind_holders_back_is_signalled_lost() {
+    lost_lock_is_signalled_and_unlock_reports_it(Removal::RawDel).await;
+}
+
+#[tokio::test]
+async fn force_unlock_by_another_client_is_signalled_lost() {
+    lost_lock_is_signalled_and_unlock_reports_it(Removal::ForceUnlock).await;
+}
+
+#[tokio::test]
+async fn key_taken_over_by_another_owner_is_lost_and_not_extended() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let period = ms(200);
+    let client = client(&server, period * 3);
+    let other = self::client(&server, period * 3);
+    let name = unique_name("wd-takeover");
+
+    let guard = client.lock(&name).lock().await.unwrap();
+    let old_holder = field(&client, guard.owner());
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        HashMap::from([(old_holder, "1".to_owned())])
+    );
+
+    // Delete and take over at once, before the old holder's next renewal.
+    let n: u64 = raw.del(&name).await.unwrap();
+    assert_eq!(n, 1);
+    let new_opts = LockOptions::new().owner(Owner::new(3)).lease(ms(5_000));
+    let g2 = other
+        .lock(&name)
+        .try_lock_with_options(Duration::ZERO, &new_opts)
+        .await
+        .unwrap()
+        .expect("lock is free after DEL");
+    let new_holder = field(&other, Owner::new(3));
+
+    timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("old guard reported lost");
+    assert!(guard.is_lost());
+
+    // Over three more renewal periods the new holder's PTTL only goes down: nobody extends it.
+    let start = Instant::now();
+    let first = pttl(&mut raw, &name).await;
+    assert!(first > 0 && first <= 5_000, "pttl {first}");
+    let mut previous = first;
+    while start.elapsed() < period * 3 + ms(100) {
+        sleep(ms(50)).await;
+        let p = pttl(&mut raw, &name).await;
+        assert!(
+            p > 0 && p <= previous,
+            "new holder's pttl went from {previous} to {p}"
+        );
+        previous = p;
+    }
+    assert!(
+        previous <= first - 500,
+        "pttl {first} -> {previous} over {:?}",
+        start.elapsed()
+    );
+
+    let err = guard.unlock().await.unwrap_err();
+    assert!(matches!(err, Error::LeaseLost { .. }), "{err:?}");
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        HashMap::from([(new_holder, "1".to_owned())])
+    );
+    g2.unlock().await.unwrap();
+    assert!(!exists(&mut raw, &name).await);
+    other.shutdown().await;
+    client.shutdown().await;
+}
+
+/// One renewal script call seen by MONITOR: its keys and ARGV.
+#[derive(Debug)]
+struct RenewCall {
+    keys: Vec<String>,
+    argv: Vec<String>,
+}
+
+/// Parses a MONITOR line such as
+/// `1700000000.123456 [0 127.0.0.1:5555] "EVALSHA" "<sha>" "2" "k1" "k2" "600" "f1" "f2"`
+/// into a renewal call, if it is an EVALSHA of `sha`. Our names and fields contain no quotes
+/// or spaces.
+fn parse_renew(line: &str, sha: &str) -> Option<RenewCall> {
+    let (_, command) = line.split_once("] ")?;
+    let tokens: Vec<&str> = command.split(' ').map(|t| t.trim_matches('"')).collect();
+    if !tokens.first()?.eq_ignore_ascii_case("evalsha") || *tokens.get(1)? != sha {
+        return None;
+    }
+    let numkeys: usize = tokens.get(2)?.parse().ok()?;
+    let keys = tokens
+        .get(3..3 + numkeys)?
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let argv = tokens[3 + numkeys..]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    Some(RenewCall { keys, argv })
+}
+
+#[tokio::test]
+async fn renewals_are_batched_by_watchdog_batch_size() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let timeout_ms = 600;
+    let client = Client::builder()
+        .url(server.url())
+        .watchdog_timeout(ms(timeout_ms))
+        .watchdog_batch_size(3)
+        .build()
+        .unwrap();
+    let renew_sha = redis::Script::new(include_str!("../lua/lock/renew.lua"))
+        .get_hash()
+        .to_owned();
+
+    let names: Vec<String> = (0..10)
+        .map(|i| unique_name(&format!("wd-batch{i}")))
+        .collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.lock(name).lock().await.unwrap());
+    }
+    let holder = field(&client, guards[0].owner());
+    let all: BTreeSet<String> = names.iter().cloned().collect();
+
+    // Wait one period so that every tick from here on sees all 10 holds, then record every
+    // renewal script call.
+    sleep(ms(timeout_ms / 3)).await;
+    let monitor = server.redis_client().get_async_monitor().await.unwrap();
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let collector = tokio::spawn({
+        let lines = lines.clone();
+        async move {
+            let mut stream = monitor.into_on_message::<String>();
+            while let Some(line) = stream.next().await {
+                lines.lock().unwrap().push(line);
+            }
+        }
+    });
+
+    let start = Instant::now();
+    while start.elapsed() < ms(3 * timeout_ms + 300) {
+        sleep(ms(100)).await;
+        for name in &names {
+            let p = pttl(&mut raw, name).await;
+            assert!(
+                p > 0 && p <= 600,
+                "{name}: pttl {p} after {:?}",
+                start.elapsed()
+            );
+        }
+    }
+    collector.abort();
+    for g in &guards {
+        assert!(!g.is_lost());
+    }
+
+    let calls: Vec<RenewCall> = lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|l| parse_renew(l, &renew_sha))
+        .collect();
+    // Every call: at most 3 keys, ARGV = [lease, field of KEYS[1], field of KEYS[2], ...].
+    for call in &calls {
+        assert!((1..=3).contains(&call.keys.len()), "{call:?}");
+        let mut expected_argv = vec![timeout_ms.to_string()];
+        expected_argv.extend(std::iter::repeat_n(holder.clone(), call.keys.len()));
+        assert_eq!(call.argv, expected_argv, "{call:?}");
+        assert!(call.keys.iter().all(|k| all.contains(k)), "{call:?}");
+    }
+    // A tick renews the 10 holds in chunks of 3, 3, 3 and 1: it ends with the only 1-key call.
+    // Skip to the end of the first tick, then every tick is 4 calls that partition the 10 keys.
+    let first_end = calls
+        .iter()
+        .position(|c| c.keys.len() == 1)
+        .expect("a complete tick was observed");
+    let ticks: Vec<&[RenewCall]> = calls[first_end + 1..].chunks(4).collect();
+    let complete: Vec<&&[RenewCall]> = ticks.iter().filter(|t| t.len() == 4).collect();
+    assert!(
+        complete.len() >= 3,
+        "only {} complete ticks: {calls:?}",
+        complete.len()
+    );
+    for tick in complete {
+        let sizes: Vec<usize> = tick.iter().map(|c| c.keys.len()).collect();
+        assert_eq!(sizes, vec![3, 3, 3, 1], "{tick:?}");
+        let keys: Vec<&String> = tick.iter().flat_map(|c| &c.keys).collect();
+        let distinct: BTreeSet<String> = keys.iter().map(|k| (*k).clone()).collect();
+        assert_eq!(keys.len(), 10, "{tick:?}");
+        assert_eq!(distinct, all, "{tick:?}");
+    }
+
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+    assert_eq!(dbsize(&mut raw).await, 0);
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn reentrant_holds_keep_renewal_until_the_last_is_released() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let timeout_ms = 600;
+    let client = client(&server, ms(timeout_ms));
+    let name = unique_name("wd-reentrant");
+    let lock = client.lock(&name);
+    let owner = Owner::new(77);
+    let opts = LockOptions::new().owner(owner);
+    let holder = field(&client, owner);
+
+    let g1 = lock.lock_with_options(&opts).await.unwrap();
+    let g2 = lock.lock_with_options(&opts).await.unwrap();
+    let g3 = lock.lock_with_options(&opts).await.unwrap();
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        HashMap::from([(holder.clone(), "3".to_owned())])
+    );
+
+    // Release one hold explicitly and one on drop.
+    g1.unlock().await.unwrap();
+    drop(g2);
+    let start = Instant::now();
+    while lock.hold_count(owner).await.unwrap() != 1 {
+        assert!(start.elapsed() < ms(2000), "dropped hold not released");
+        sleep(ms(20)).await;
+    }
+
+    // The remaining hold is still renewed past three watchdog timeouts.
+    let start = Instant::now();
+    while start.elapsed() < ms(3 * timeout_ms + 300) {
+        sleep(ms(100)).await;
+        let p = pttl(&mut raw, &name).await;
+        assert!(p > 0 && p <= 600, "pttl {p} after {:?}", start.elapsed());
+    }
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        HashMap::from([(holder, "1".to_owned())])
+    );
+    assert!(!g3.is_lost());
+
+    g3.unlock().await.unwrap();
+    assert!(!exists(&mut raw, &name).await);
+    // Nothing is renewed any more.
+    sleep(ms(timeout_ms / 3 * 2)).await;
+    let before = script_and_pexpire_calls(&mut raw).await;
+    sleep(ms(timeout_ms + 100)).await;
+    assert_eq!(before, script_and_pexpire_calls(&mut raw).await);
+    assert!(!exists(&mut raw, &name).await);
+    client.shutdown().await;
+}
