@@ -107,12 +107,6 @@ impl PubSub {
             commands: self.commands.clone(),
         }
     }
-
-    /// Number of channels with local waiters (for tests and debugging).
-    #[allow(dead_code)]
-    pub(crate) fn channel_count(&self) -> usize {
-        lock(&self.shared.channels).len()
-    }
 }
 
 /// One waiter's share of a channel subscription; dropping it releases the share (the last one

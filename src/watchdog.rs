@@ -122,12 +122,6 @@ impl Watchdog {
             }
         }
     }
-
-    /// Number of holds being renewed.
-    #[allow(dead_code)]
-    pub(crate) fn len(&self) -> usize {
-        lock(&self.registry.entries).len()
-    }
 }
 
 async fn renew_loop(
