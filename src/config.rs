@@ -4,6 +4,10 @@ use std::time::Duration;
 
 use crate::error::BuildError;
 
+/// The longest lease Redis accepts whatever the clock (`PEXPIRE` fails when now + lease
+/// overflows an `i64` of milliseconds).
+pub(crate) const MAX_LEASE_MS: u64 = 1 << 62;
+
 /// Configuration of a [`Client`](crate::Client).
 ///
 /// Every field has a default ([`Config::default`]); build a client with
@@ -126,8 +130,8 @@ impl Config {
             if value < min {
                 return bad(format!("{field} must be at least {min:?}, got {value:?}"));
             }
-            if value.as_millis() > i64::MAX as u128 {
-                return bad(format!("{field} is too long for Redis: {value:?}"));
+            if value.as_millis() > u128::from(MAX_LEASE_MS) {
+                return bad(format!("{field} must be at most 2^62 ms, got {value:?}"));
             }
         }
         Ok(())
@@ -197,6 +201,15 @@ mod tests {
             ..Config::default()
         };
         assert!(c.validate().unwrap_err().to_string().contains("pool_size"));
+        let c = Config {
+            watchdog_timeout: Duration::from_millis(MAX_LEASE_MS + 1),
+            ..Config::default()
+        };
+        let err = c.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("watchdog_timeout must be at most 2^62 ms"),
+            "{err}"
+        );
     }
 }
 

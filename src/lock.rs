@@ -632,9 +632,9 @@ fn lease_millis(lease: Duration) -> Result<u64> {
             "a lease must be at least 1 ms, got {lease:?}"
         )));
     }
-    if ms > i64::MAX as u128 {
+    if ms > crate::config::MAX_LEASE_MS as u128 {
         return Err(Error::InvalidArgument(format!(
-            "a lease must fit Redis's PEXPIRE, got {lease:?}"
+            "a lease must be at most 2^62 ms (Redis rejects later expiry times), got {lease:?}"
         )));
     }
     Ok(ms as u64)
@@ -933,5 +933,37 @@ impl LockGuard {
     /// expires (like tokio's `SemaphorePermit::forget`).
     pub fn forget(self) {
         self.held.forget();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leases_are_whole_milliseconds_that_redis_accepts() {
+        assert!(lease_millis(Duration::ZERO).is_err());
+        assert!(lease_millis(Duration::from_micros(999)).is_err());
+        assert_eq!(lease_millis(Duration::from_millis(1)).unwrap(), 1);
+        assert_eq!(lease_millis(Duration::from_micros(1500)).unwrap(), 1);
+        let max = Duration::from_millis(crate::config::MAX_LEASE_MS);
+        assert_eq!(lease_millis(max).unwrap(), 1 << 62);
+        let err = lease_millis(max + Duration::from_millis(1)).unwrap_err();
+        assert!(err.to_string().contains("at most 2^62 ms"), "{err}");
+        assert!(lease_millis(Duration::MAX).is_err());
+    }
+
+    #[test]
+    fn ttl_maps_pttl_replies() {
+        assert_eq!(Ttl::from_pttl(-2), Ttl::Absent);
+        assert_eq!(Ttl::from_pttl(-1), Ttl::Persistent);
+        assert_eq!(Ttl::from_pttl(0), Ttl::Remaining(Duration::ZERO));
+        assert_eq!(
+            Ttl::from_pttl(1500),
+            Ttl::Remaining(Duration::from_millis(1500))
+        );
+        for ms in [-2, -1, 0, 1500] {
+            assert_eq!(Ttl::from_pttl(ms).as_redis_millis(), ms);
+        }
     }
 }
