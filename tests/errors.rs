@@ -8,7 +8,7 @@ mod common;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, unique_name};
+use common::{RedisServer, client, command_stats, dbsize, exists, field, hash, pttl, unique_name};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redisson_sync::{BuildError, Client, Error, LockOptions, Owner, Ttl};
@@ -17,46 +17,12 @@ use tokio::time::timeout;
 /// Generous bound for anything that should be prompt (2 cores, tests in parallel).
 const PROMPT: Duration = Duration::from_secs(5);
 
-fn client(server: &RedisServer) -> Client {
-    Client::builder()
-        .url(server.url())
-        .watchdog_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
-
-async fn hash(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, String)> {
-    let mut all: Vec<(String, String)> = raw.hgetall(name).await.unwrap();
-    all.sort();
-    all
-}
-
+/// `TYPE key`.
 async fn key_type(raw: &mut MultiplexedConnection, name: &str) -> String {
     redis::cmd("TYPE").arg(name).query_async(raw).await.unwrap()
 }
 
-async fn exists(raw: &mut MultiplexedConnection, name: &str) -> bool {
-    raw.exists(name).await.unwrap()
-}
-
-async fn dbsize(raw: &mut MultiplexedConnection) -> u64 {
-    redis::cmd("DBSIZE").query_async(raw).await.unwrap()
-}
-
-/// Calls of one command since the last `CONFIG RESETSTAT` (`INFO commandstats`), counting the
-/// calls made by scripts.
-async fn calls(raw: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(raw)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
+/// `CONFIG RESETSTAT`: zeroes the `INFO commandstats` counters.
 async fn reset_stats(raw: &mut MultiplexedConnection) {
     let () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
@@ -113,17 +79,17 @@ async fn unlock_by_a_non_holder_is_not_held_and_changes_nothing() {
     let name = unique_name("errors-notheld");
 
     let guard_a = a.lock(&name).lock().await.unwrap();
-    let holder_a = format!("{}:{}", a.id(), guard_a.owner().id());
+    let holder_a = field(&a, guard_a.owner());
     assert!(b.lock(&name).force_unlock().await.unwrap());
     let guard_b = b
         .lock(&name)
         .lock_with_options(&LockOptions::new().lease(Duration::from_secs(20)))
         .await
         .unwrap();
-    let holder_b = format!("{}:{}", b.id(), guard_b.owner().id());
+    let holder_b = field(&b, guard_b.owner());
     let before = hash(&mut raw, &name).await;
     assert_eq!(before, vec![(holder_b.clone(), "1".to_owned())]);
-    let ttl_before: i64 = raw.pttl(&name).await.unwrap();
+    let ttl_before = pttl(&mut raw, &name).await;
 
     let err = guard_a.unlock().await.unwrap_err();
     match &err {
@@ -141,7 +107,7 @@ async fn unlock_by_a_non_holder_is_not_held_and_changes_nothing() {
 
     // B's hold is untouched: same field, same count, TTL not reset or removed.
     assert_eq!(hash(&mut raw, &name).await, before);
-    let ttl_after: i64 = raw.pttl(&name).await.unwrap();
+    let ttl_after = pttl(&mut raw, &name).await;
     assert!(
         ttl_after <= ttl_before && ttl_after > ttl_before - 2_000,
         "TTL {ttl_before} -> {ttl_after}"
@@ -164,7 +130,7 @@ async fn unlock_after_the_lease_expired_is_not_held() {
         .lock_with_options(&LockOptions::new().lease(Duration::from_millis(100)))
         .await
         .unwrap();
-    let holder = format!("{}:{}", client.id(), guard.owner().id());
+    let holder = field(&client, guard.owner());
     timeout(PROMPT, async {
         while exists(&mut raw, &name).await {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -244,7 +210,7 @@ async fn a_key_of_another_type_is_wrong_type_naming_the_key() {
     assert_eq!(key_type(&mut raw, &list).await, "list");
     let l: Vec<String> = raw.lrange(&list, 0, -1).await.unwrap();
     assert_eq!(l, ["y", "x"]);
-    let ttl: i64 = raw.pttl(&string).await.unwrap();
+    let ttl = pttl(&mut raw, &string).await;
     assert_eq!(ttl, -1);
     assert_eq!(dbsize(&mut raw).await, 2, "nothing else was written");
     client.shutdown().await;
@@ -296,7 +262,10 @@ async fn zero_and_sub_millisecond_leases_are_invalid_arguments() {
     let client = client(&server);
     let name = unique_name("errors-lease");
     let lock = client.lock(&name);
-    for lease in [Duration::ZERO, Duration::from_micros(500)] {
+    // Zero, under a millisecond, and past what Redis's PEXPIRE accepts (it would fail after the
+    // HINCRBY and leave a hash without TTL).
+    let too_long = Duration::from_millis((1 << 62) + 1);
+    for lease in [Duration::ZERO, Duration::from_micros(500), too_long] {
         let opts = LockOptions::new().lease(lease);
         let results = [
             lock.lock_with_options(&opts).await.map(|_| ()),
@@ -319,7 +288,13 @@ async fn zero_and_sub_millisecond_leases_are_invalid_arguments() {
     }
     assert!(!exists(&mut raw, &name).await);
     assert_eq!(dbsize(&mut raw).await, 0, "nothing written to Redis");
-    // 1 ms is the smallest lease.
+    // 1 ms is the smallest lease, 2^62 ms the longest.
+    let g = lock
+        .lock_with_options(&LockOptions::new().lease(Duration::from_millis(1 << 62)))
+        .await
+        .unwrap();
+    assert!(pttl(&mut raw, &name).await > 1 << 61);
+    g.unlock().await.unwrap();
     let g = lock
         .lock_with_options(&LockOptions::new().lease(Duration::from_millis(1)))
         .await
@@ -519,7 +494,7 @@ async fn a_server_that_never_answers_times_out_within_bounds() {
 /// be gone within a bounded time: the client must undo a grant nobody received.
 async fn assert_no_stale_hold(raw: &mut MultiplexedConnection, name: &str) {
     timeout(PROMPT, async {
-        while calls(raw, "hincrby").await < 1 {
+        while command_stats(raw, "hincrby").await.calls < 1 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
@@ -536,7 +511,7 @@ async fn assert_no_stale_hold(raw: &mut MultiplexedConnection, name: &str) {
         "stale hold: {:?} (pttl {} ms); an acquire that timed out on the client was granted by \
          Redis after it resumed and never undone",
         hash(raw, name).await,
-        raw.pttl::<_, i64>(name).await.unwrap()
+        pttl(raw, name).await
     );
 }
 
@@ -612,14 +587,14 @@ async fn try_lock_for_returns_within_its_wait_while_redis_is_stalled() {
     // until the first acquire and its undo ran (two HINCRBY), let the rest settle, then check
     // that every acquire that ran was undone and nothing is held.
     timeout(PROMPT, async {
-        while calls(&mut raw, "hincrby").await < 2 {
+        while command_stats(&mut raw, "hincrby").await.calls < 2 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
     .expect("Redis ran the queued acquire and the client undid its grant");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let hincrby = calls(&mut raw, "hincrby").await;
+    let hincrby = command_stats(&mut raw, "hincrby").await.calls;
     assert!(
         hincrby % 2 == 0,
         "every grant undone: {hincrby} HINCRBY calls"
@@ -633,10 +608,7 @@ async fn try_lock_for_returns_within_its_wait_while_redis_is_stalled() {
     let g = pooled.lock(&n1).try_lock().await.unwrap().expect("free");
     assert_eq!(
         hash(&mut raw, &n1).await,
-        vec![(
-            format!("{}:{}", pooled.id(), g.owner().id()),
-            "1".to_owned()
-        )]
+        vec![(field(&pooled, g.owner()), "1".to_owned())]
     );
     g.unlock().await.unwrap();
     let g = fresh.lock(&n2).lock().await.unwrap();
@@ -668,20 +640,20 @@ async fn warm_client(
     client
 }
 
-/// The crate's own timer and redis-rs's response timeout are both the command timeout;
-/// whichever fires first decides the variant (`Timeout` or `Redis` with a timeout inside).
+/// A stalled call fails with `Error::Timeout` naming the operation and the command timeout,
+/// whichever timer fires first (the crate's own or the driver's response timeout).
 fn assert_command_timeout<T: std::fmt::Debug>(
     op: &'static str,
     r: &Result<T, Error>,
     command_timeout: Duration,
 ) {
     match r {
-        Err(Error::Timeout { operation, after }) => {
+        Err(e @ Error::Timeout { operation, after }) => {
             assert_eq!(*operation, op);
             assert_eq!(*after, command_timeout);
+            assert!(e.is_timeout());
         }
-        Err(e @ Error::Redis(inner)) => assert!(inner.is_timeout() && e.is_timeout(), "{e:?}"),
-        other => panic!("{op}: expected a timeout, got {other:?}"),
+        other => panic!("{op}: expected Error::Timeout, got {other:?}"),
     }
 }
 
@@ -726,8 +698,8 @@ async fn lock_times_out_while_redis_is_stalled() {
         );
     }
 
-    // The client recovers: another lock works at once (the first one may hold a stale hold,
-    // see the next test).
+    // The client recovers: another lock works at once (a grant of the timed-out acquire is
+    // undone, see the next test).
     let other = client.lock(unique_name("errors-stall-other"));
     let g = timeout(PROMPT, other.lock()).await.unwrap().unwrap();
     assert!(other.is_held_by(g.owner()).await.unwrap());
@@ -741,7 +713,6 @@ async fn lock_times_out_while_redis_is_stalled() {
 /// phantom holder for a whole lease (here 30 s), and a re-entrant attempt would leave the
 /// owner's count one too high.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-
 async fn a_timed_out_lock_leaves_no_stale_hold() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
@@ -760,19 +731,16 @@ async fn a_timed_out_lock_leaves_no_stale_hold() {
     let g = timeout(PROMPT, lock.lock()).await.unwrap().unwrap();
     assert_eq!(
         hash(&mut raw, &name).await,
-        vec![(
-            format!("{}:{}", client.id(), g.owner().id()),
-            "1".to_owned()
-        )]
+        vec![(field(&client, g.owner()), "1".to_owned())]
     );
     g.unlock().await.unwrap();
     client.shutdown().await;
 }
 
 /// Same for a `try_lock_for` that gave up at its deadline while the stall outlasted the command
-/// timeout: the attempt's task timed out before Redis ran the script, so it did not undo it.
+/// timeout: the attempt's task keeps waiting for the reply (up to the lease), so a grant Redis
+/// makes after the stall is still undone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-
 async fn an_abandoned_try_lock_for_leaves_no_stale_hold_after_a_long_stall() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
@@ -852,7 +820,7 @@ async fn every_operation_after_shutdown_is_shutdown() {
     // until its lease expires.
     assert_shutdown("guard.unlock", held.unlock().await);
     assert_eq!(hash(&mut raw, &name).await, before);
-    let ttl: i64 = raw.pttl(&name).await.unwrap();
+    let ttl = pttl(&mut raw, &name).await;
     assert!((0..=20_000).contains(&ttl), "{ttl}");
     // Shutting down twice is fine.
     timeout(PROMPT, client.shutdown()).await.unwrap();
@@ -900,10 +868,7 @@ async fn waiters_return_shutdown_when_the_client_shuts_down() {
     // The holder (another client) is unaffected.
     assert_eq!(
         hash(&mut raw, &name).await,
-        vec![(
-            format!("{}:{}", holder.id(), held.owner().id()),
-            "1".to_owned()
-        )]
+        vec![(field(&holder, held.owner()), "1".to_owned())]
     );
     held.unlock().await.unwrap();
     holder.shutdown().await;

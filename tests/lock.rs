@@ -4,17 +4,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{RedisServer, unique_name};
+use common::{RedisServer, client, exists, field, pttl, unique_name};
 use redis::AsyncCommands;
-use redisson_sync::{Client, Error, LockOptions, Owner, Ttl};
-
-fn client(server: &RedisServer) -> Client {
-    Client::builder()
-        .url(server.url())
-        .watchdog_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
+use redisson_sync::{Error, LockOptions, Owner, Ttl};
 
 #[tokio::test]
 async fn lock_writes_redisson_hash_and_ttl() {
@@ -48,8 +40,7 @@ async fn lock_writes_redisson_hash_and_ttl() {
     }
 
     guard.unlock().await.unwrap();
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
     assert!(!lock.is_locked().await.unwrap());
     assert_eq!(lock.hold_count(owner).await.unwrap(), 0);
     assert_eq!(lock.remaining_ttl().await.unwrap(), Ttl::Absent);
@@ -146,10 +137,6 @@ async fn force_unlock_frees_and_the_old_guard_reports_not_held() {
     client.shutdown().await;
 }
 
-async fn pttl(raw: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
-    raw.pttl(key).await.unwrap()
-}
-
 #[tokio::test]
 async fn hold_counts_go_0_1_0_2_1_0() {
     let server = RedisServer::start();
@@ -158,7 +145,7 @@ async fn hold_counts_go_0_1_0_2_1_0() {
     let name = unique_name("count");
     let lock = client.lock(&name);
     let me = Owner::current();
-    let field = format!("{}:{}", client.id(), me.id());
+    let field = field(&client, me);
     let count = async |raw: &mut redis::aio::MultiplexedConnection| -> Option<String> {
         raw.hget(&name, &field).await.unwrap()
     };
@@ -229,8 +216,7 @@ async fn ttl_rules_of_reentry_and_partial_unlock() {
     assert_eq!(g1.lease(), Some(Duration::from_secs(10)));
     g6.unlock().await.unwrap();
     g1.unlock().await.unwrap();
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
     client.shutdown().await;
 }
 

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, unique_name};
+use common::{RedisServer, channel, client_with, exists, field, hash, unique_name, wait_numsub};
 use rand::Rng;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
@@ -18,17 +18,9 @@ use redisson_sync::{Client, LockOptions, Owner};
 /// How long background undo/release tasks get to finish before leftovers count as leaks.
 const SETTLE: Duration = Duration::from_secs(5);
 
+/// The client of every test here: 30 s leases (see above) and a 200 ms re-check interval.
 fn client(server: &RedisServer) -> Client {
-    Client::builder()
-        .url(server.url())
-        .watchdog_timeout(Duration::from_secs(30))
-        .recheck_interval(Duration::from_millis(200))
-        .build()
-        .unwrap()
-}
-
-fn channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
+    client_with(server, Duration::from_secs(30), Duration::from_millis(200))
 }
 
 async fn all_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
@@ -102,16 +94,6 @@ async fn wait_no_subscriptions(raw: &mut MultiplexedConnection) {
     }
 }
 
-async fn numsub(raw: &mut MultiplexedConnection, channel: &str) -> i64 {
-    let v: Vec<(String, i64)> = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query_async(raw)
-        .await
-        .unwrap();
-    v[0].1
-}
-
 /// A fresh owner (never used by the cancelled acquisitions, so a leaked hold cannot be
 /// re-entered) gets the lock with a single attempt, and holds it alone.
 async fn assert_fresh_lock_succeeds(client: &Client, raw: &mut MultiplexedConnection, name: &str) {
@@ -127,14 +109,12 @@ async fn assert_fresh_lock_succeeds(client: &Client, raw: &mut MultiplexedConnec
     .expect("try_lock did not answer")
     .unwrap()
     .unwrap_or_else(|| panic!("{name} still held after the cancellations"));
-    let fields: Vec<(String, String)> = raw.hgetall(name).await.unwrap();
     assert_eq!(
-        fields,
-        vec![(format!("{}:{}", client.id(), owner.id()), "1".to_owned())]
+        hash(raw, name).await,
+        vec![(field(client, owner), "1".to_owned())]
     );
     guard.unlock().await.unwrap();
-    let exists: bool = raw.exists(name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(raw, name).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,7 +236,7 @@ async fn waiters_timing_out_behind_a_holder_leave_nothing_behind() {
     let ch = channel(&name);
 
     let holder = holder_client.lock(&name).lock().await.unwrap();
-    let holder_field = format!("{}:{}", holder_client.id(), holder.owner().id());
+    let holder_field = field(&holder_client, holder.owner());
     let tasks: Vec<_> = (0..TASKS)
         .map(|t| {
             let lock = waiter_client.lock(&name);
@@ -287,16 +267,14 @@ async fn waiters_timing_out_behind_a_holder_leave_nothing_behind() {
             .unwrap();
     }
     // Nothing changed while the holder held it.
-    let fields: Vec<(String, String)> = raw.hgetall(&name).await.unwrap();
-    assert_eq!(fields, vec![(holder_field, "1".to_owned())]);
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![(holder_field, "1".to_owned())]
+    );
 
     holder.unlock().await.unwrap();
     wait_no_keys(&mut raw).await;
-    let start = Instant::now();
-    while numsub(&mut raw, &ch).await != 0 {
-        assert!(start.elapsed() < SETTLE, "waiters' subscription left over");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_numsub(&mut raw, &ch, 0).await;
     wait_no_subscriptions(&mut raw).await;
     assert_fresh_lock_succeeds(&waiter_client, &mut raw, &name).await;
     assert_fresh_lock_succeeds(&holder_client, &mut raw, &name).await;
@@ -442,8 +420,7 @@ async fn acquire_dropped_after_its_reply_arrived_is_undone() {
     // The script ran and granted the lock; give its reply time to reach the future.
     let start = Instant::now();
     loop {
-        let exists: bool = raw.exists(&name).await.unwrap();
-        if exists {
+        if exists(&mut raw, &name).await {
             break;
         }
         assert!(start.elapsed() < SETTLE, "the acquire script never ran");

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{RedisServer, unique_name};
+use common::{RedisServer, client_with, exists, unique_name};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::AsyncCommands;
@@ -34,12 +34,11 @@ async fn run(seed: u64) {
     let mut raw = server.conn().await;
     let clients: Vec<Client> = (0..2)
         .map(|_| {
-            Client::builder()
-                .url(server.url())
-                .watchdog_timeout(Duration::from_millis(300))
-                .recheck_interval(Duration::from_millis(20))
-                .build()
-                .unwrap()
+            client_with(
+                &server,
+                Duration::from_millis(300),
+                Duration::from_millis(20),
+            )
         })
         .collect();
     let name = unique_name("model");
@@ -154,8 +153,7 @@ async fn run(seed: u64) {
     for client in &clients {
         client.shutdown().await;
     }
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

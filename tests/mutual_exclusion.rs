@@ -8,7 +8,7 @@ mod common;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, unique_name};
+use common::{RedisServer, client_with, exists, unique_name};
 use rand::Rng;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
@@ -20,15 +20,6 @@ const ITERATIONS: usize = 50;
 const TOTAL: usize = CLIENTS * TASKS_PER_CLIENT * ITERATIONS;
 /// Bound on one whole run of `TOTAL` critical sections.
 const RUN_LIMIT: Duration = Duration::from_secs(25);
-
-fn client(server: &RedisServer) -> Client {
-    Client::builder()
-        .url(server.url())
-        .watchdog_timeout(Duration::from_secs(3))
-        .recheck_interval(Duration::from_millis(200))
-        .build()
-        .unwrap()
-}
 
 /// One critical section as seen from outside: [acquired, releasing].
 type Interval = (Instant, Instant);
@@ -52,7 +43,9 @@ where
     F: Fn(Lock, MultiplexedConnection, String) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Interval> + Send + 'static,
 {
-    let clients: Vec<Client> = (0..CLIENTS).map(|_| client(server)).collect();
+    let clients: Vec<Client> = (0..CLIENTS)
+        .map(|_| client_with(server, Duration::from_secs(3), Duration::from_millis(200)))
+        .collect();
     let name = unique_name(prefix);
     let counter = format!("{name}:counter");
     let mut raw = server.conn().await;
@@ -108,8 +101,10 @@ where
         );
     }
     // Everything released: the lock key is gone.
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists, "lock still held after every task released it");
+    assert!(
+        !exists(&mut raw, &name).await,
+        "lock still held after every task released it"
+    );
     for c in &clients {
         c.shutdown().await;
     }

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{RedisServer, unique_name};
+use common::{RedisServer, client, exists, field, hash, unique_name};
 use redis::AsyncCommands;
 use redisson_sync::{Client, LockOptions, Owner};
 use tokio::sync::oneshot;
@@ -15,21 +15,6 @@ use tokio::time::timeout;
 
 /// Generous bound for anything that should be prompt (2 cores, tests in parallel).
 const PROMPT: Duration = Duration::from_secs(5);
-
-fn client(server: &RedisServer) -> Client {
-    Client::builder()
-        .url(server.url())
-        .watchdog_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
-
-/// The lock hash as `(field, count)` pairs, sorted.
-async fn hash(raw: &mut redis::aio::MultiplexedConnection, name: &str) -> Vec<(String, String)> {
-    let mut all: Vec<(String, String)> = raw.hgetall(name).await.unwrap();
-    all.sort();
-    all
-}
 
 #[tokio::test]
 async fn nested_lock_in_one_task_reenters_under_the_task_id() {
@@ -76,8 +61,7 @@ async fn nested_lock_in_one_task_reenters_under_the_task_id() {
     assert_eq!(field_after_1, vec![(field.clone(), "1".to_owned())]);
     assert_eq!(field_after_2, vec![(field, "2".to_owned())]);
     assert_eq!(counts, [0, 1, 2, 1, 0]);
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
     client.shutdown().await;
 }
 
@@ -119,7 +103,7 @@ async fn another_task_is_excluded_and_waits_for_the_last_hold() {
         }
     });
     let owner_a = timeout(PROMPT, held_rx).await.unwrap().unwrap();
-    let field_a = format!("{}:{}", client.id(), owner_a.id());
+    let field_a = field(&client, owner_a);
     assert_eq!(
         hash(&mut raw, &name).await,
         vec![(field_a.clone(), "2".to_owned())]
@@ -162,12 +146,11 @@ async fn another_task_is_excluded_and_waits_for_the_last_hold() {
     let (guard_b, owner_b2) = timeout(PROMPT, b).await.unwrap().unwrap();
     assert_eq!(owner_b2, owner_b);
     assert_eq!(guard_b.owner(), owner_b);
-    let field_b = format!("{}:{}", client.id(), owner_b.id());
+    let field_b = field(&client, owner_b);
     assert_eq!(hash(&mut raw, &name).await, vec![(field_b, "1".to_owned())]);
 
     guard_b.unlock().await.unwrap();
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
     client.shutdown().await;
 }
 
@@ -183,7 +166,7 @@ async fn hold_count_follows_redisson_test_get_hold_count() {
         let name = name.clone();
         async move {
             let mut raw = server_conn_for(&client).await;
-            let field = format!("{}:{}", client.id(), Owner::current().id());
+            let field = field(&client, Owner::current());
             let mut counts = Vec::new();
             let mut raw_counts = Vec::new();
             let mut record = async |counts: &mut Vec<u64>, raw_counts: &mut Vec<Option<String>>| {
@@ -244,10 +227,10 @@ fn outside_a_task_the_thread_is_the_owner() {
     assert_eq!(g1.owner(), me);
     assert_eq!(g2.owner(), me);
     assert_eq!(rt.block_on(lock.hold_count(me)).unwrap(), 2);
-    let field = format!("{}:{}", client.id(), me.id());
+    let my_field = field(&client, me);
     assert_eq!(
         rt.block_on(hash(&mut raw, &name)),
-        vec![(field.clone(), "2".to_owned())]
+        vec![(my_field.clone(), "2".to_owned())]
     );
 
     // Another thread is another owner: it does not re-enter.
@@ -269,13 +252,12 @@ fn outside_a_task_the_thread_is_the_owner() {
     assert!(!attempt_is_some, "another thread re-entered the lock");
     assert_eq!(
         rt.block_on(hash(&mut raw, &name)),
-        vec![(field, "2".to_owned())]
+        vec![(my_field, "2".to_owned())]
     );
 
     rt.block_on(g2.unlock()).unwrap();
     rt.block_on(g1.unlock()).unwrap();
-    let exists: bool = rt.block_on(raw.exists(&name)).unwrap();
-    assert!(!exists);
+    assert!(!rt.block_on(exists(&mut raw, &name)));
 
     // Once free, another thread can take it, under its own thread owner.
     let (third, fields) = std::thread::scope(|s| {
@@ -289,10 +271,7 @@ fn outside_a_task_the_thread_is_the_owner() {
         .unwrap()
     });
     assert!(third != me && third != other && third.id() >= 1 << 62);
-    assert_eq!(
-        fields,
-        vec![(format!("{}:{}", client.id(), third.id()), "1".to_owned())]
-    );
+    assert_eq!(fields, vec![(field(&client, third), "1".to_owned())]);
     rt.block_on(client.shutdown());
 }
 
@@ -343,8 +322,7 @@ async fn an_explicit_owner_is_shared_across_tasks() {
 
     g2.unlock().await.unwrap();
     g1.unlock().await.unwrap();
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
     client.shutdown().await;
 }
 
@@ -406,7 +384,7 @@ async fn a_guard_moves_to_another_task_and_is_released_there() {
     .await
     .unwrap();
     let owner = guard.owner();
-    let field = format!("{}:{}", client.id(), owner.id());
+    let field = field(&client, owner);
     assert_eq!(hash(&mut raw, &name).await, vec![(field, "1".to_owned())]);
 
     // Explicit unlock in a different task (whose own owner id differs).
@@ -418,8 +396,7 @@ async fn a_guard_moves_to_another_task_and_is_released_there() {
     .unwrap();
     assert_ne!(releaser.0, owner);
     releaser.1.unwrap();
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
 
     // Drop in a different task: released in the background, promptly.
     let guard = tokio::spawn({
@@ -431,8 +408,7 @@ async fn a_guard_moves_to_another_task_and_is_released_there() {
     tokio::spawn(async move { drop(guard) }).await.unwrap();
     timeout(PROMPT, async {
         loop {
-            let exists: bool = raw.exists(&name).await.unwrap();
-            if !exists {
+            if !exists(&mut raw, &name).await {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -7,7 +7,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, unique_name};
+use common::{
+    RedisServer, channel, client_with, exists, field, hash, numsub, pttl, unique_name, wait_numsub,
+};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redisson_sync::{Client, LockGuard, LockOptions, Owner};
@@ -15,33 +17,6 @@ use tokio::task::JoinHandle;
 
 /// Upper bound for every poll loop of this file.
 const POLL_LIMIT: Duration = Duration::from_secs(5);
-
-fn client(server: &RedisServer, watchdog: Duration, recheck: Duration) -> Client {
-    Client::builder()
-        .url(server.url())
-        .watchdog_timeout(watchdog)
-        .recheck_interval(recheck)
-        .build()
-        .unwrap()
-}
-
-fn channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
-/// `PUBSUB NUMSUB channel`: how many connections are subscribed to it.
-async fn numsub(raw: &mut MultiplexedConnection, channel: &str) -> i64 {
-    let (ch, n): (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query_async::<Vec<(String, i64)>>(raw)
-        .await
-        .unwrap()
-        .pop()
-        .unwrap();
-    assert_eq!(ch, channel);
-    n
-}
 
 /// `PUBSUB CHANNELS redisson_lock__channel:*`, sorted.
 async fn lock_channels(raw: &mut MultiplexedConnection) -> Vec<String> {
@@ -74,27 +49,6 @@ fn client_field<'a>(line: &'a str, field: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {field} in {line:?}"))
 }
 
-async fn wait_numsub(raw: &mut MultiplexedConnection, channel: &str, want: i64) {
-    let start = Instant::now();
-    loop {
-        let n = numsub(raw, channel).await;
-        if n == want {
-            return;
-        }
-        assert!(
-            start.elapsed() < POLL_LIMIT,
-            "NUMSUB {channel} stayed {n}, expected {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-async fn hgetall(raw: &mut MultiplexedConnection, key: &str) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = raw.hgetall(key).await.unwrap();
-    v.sort();
-    v
-}
-
 /// Spawns a waiter that calls `lock()` and reports when it got the lock.
 fn spawn_waiter(client: &Client, name: &str) -> JoinHandle<(LockGuard, Instant)> {
     let lock = client.lock(name);
@@ -102,6 +56,20 @@ fn spawn_waiter(client: &Client, name: &str) -> JoinHandle<(LockGuard, Instant)>
         let guard = lock.lock().await.unwrap();
         (guard, Instant::now())
     })
+}
+
+/// Spawns a waiter (see [`spawn_waiter`]) and returns it once it has subscribed to the lock's
+/// channel and then had `settle` to make its post-subscribe attempt and go to sleep.
+async fn parked_waiter(
+    raw: &mut MultiplexedConnection,
+    client: &Client,
+    name: &str,
+    settle: Duration,
+) -> JoinHandle<(LockGuard, Instant)> {
+    let waiter = spawn_waiter(client, name);
+    wait_numsub(raw, &channel(name), 1).await;
+    tokio::time::sleep(settle).await;
+    waiter
 }
 
 /// A holder the library does not know about (a Java client): a raw hash with a 30 s lease.
@@ -117,15 +85,12 @@ async fn waiter_wakes_on_the_unlock_message_within_milliseconds() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     // Lease 30 s and re-check 10 s: neither expiry nor polling can explain a prompt wake-up.
-    let a = client(&server, Duration::from_secs(30), Duration::from_secs(10));
-    let b = client(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let a = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let b = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
     let name = unique_name("wake");
 
     let ga = a.lock(&name).lock().await.unwrap();
-    let waiter = spawn_waiter(&b, &name);
-    wait_numsub(&mut raw, &channel(&name), 1).await;
-    // Let the waiter finish its post-subscribe attempt and go to sleep.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiter = parked_waiter(&mut raw, &b, &name, Duration::from_millis(300)).await;
     assert!(!waiter.is_finished());
 
     let unlocked = Instant::now();
@@ -140,15 +105,11 @@ async fn waiter_wakes_on_the_unlock_message_within_milliseconds() {
         latency < Duration::from_millis(500),
         "waiter took {latency:?} to acquire after the unlock (re-check is 10 s)"
     );
-    let field_b = format!("{}:{}", b.id(), gb.owner().id());
-    assert_eq!(
-        hgetall(&mut raw, &name).await,
-        vec![(field_b, "1".to_owned())]
-    );
+    let field_b = field(&b, gb.owner());
+    assert_eq!(hash(&mut raw, &name).await, vec![(field_b, "1".to_owned())]);
 
     gb.unlock().await.unwrap();
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
     a.shutdown().await;
     b.shutdown().await;
 }
@@ -159,20 +120,17 @@ async fn waiter_does_not_acquire_while_the_lock_is_held_and_renewed() {
     let mut raw = server.conn().await;
     // A's lease is 600 ms, renewed every 200 ms; B re-checks every 50 ms, so over 1.5 s it
     // tries about 30 times and sees the lease renewed 7 times.
-    let a = client(&server, Duration::from_millis(600), Duration::from_secs(1));
-    let b = client(&server, Duration::from_secs(30), Duration::from_millis(50));
+    let a = client_with(&server, Duration::from_millis(600), Duration::from_secs(1));
+    let b = client_with(&server, Duration::from_secs(30), Duration::from_millis(50));
     let name = unique_name("held");
 
     let ga = a.lock(&name).lock().await.unwrap();
-    let field_a = format!("{}:{}", a.id(), ga.owner().id());
+    let field_a = field(&a, ga.owner());
     let waiter = spawn_waiter(&b, &name);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!waiter.is_finished(), "B acquired while A held the lock");
-    assert_eq!(
-        hgetall(&mut raw, &name).await,
-        vec![(field_a, "1".to_owned())]
-    );
-    let pttl: i64 = raw.pttl(&name).await.unwrap();
+    assert_eq!(hash(&mut raw, &name).await, vec![(field_a, "1".to_owned())]);
+    let pttl = pttl(&mut raw, &name).await;
     assert!(
         (1..=600).contains(&pttl),
         "A's lease was renewed: pttl {pttl}"
@@ -184,11 +142,8 @@ async fn waiter_does_not_acquire_while_the_lock_is_held_and_renewed() {
         .await
         .expect("waiter not woken after the unlock")
         .unwrap();
-    let field_b = format!("{}:{}", b.id(), gb.owner().id());
-    assert_eq!(
-        hgetall(&mut raw, &name).await,
-        vec![(field_b, "1".to_owned())]
-    );
+    let field_b = field(&b, gb.owner());
+    assert_eq!(hash(&mut raw, &name).await, vec![(field_b, "1".to_owned())]);
     gb.unlock().await.unwrap();
     a.shutdown().await;
     b.shutdown().await;
@@ -199,10 +154,10 @@ async fn unlock_racing_the_waiters_subscription_is_never_lost() {
     const ROUNDS: usize = 40;
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let a = client(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let a = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
     // Re-check 10 s: a wake-up lost between the first attempt and the subscription would
     // show up as a 10 s wait.
-    let b = client(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let b = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
     let name = unique_name("race-sub");
     let mut worst = Duration::ZERO;
     for round in 0..ROUNDS {
@@ -226,8 +181,7 @@ async fn unlock_racing_the_waiters_subscription_is_never_lost() {
         gb.unlock().await.unwrap();
     }
     println!("worst latency over {ROUNDS} racing unlocks: {worst:?}");
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
     wait_numsub(&mut raw, &channel(&name), 0).await;
     a.shutdown().await;
     b.shutdown().await;
@@ -251,6 +205,15 @@ async fn kill_pubsub(raw: &mut MultiplexedConnection) -> String {
         .unwrap();
     assert_eq!(killed, 1);
     old_id
+}
+
+/// Asserts that the pub/sub connection `old_id` (killed) is no longer among the server's.
+async fn assert_connection_gone(raw: &mut MultiplexedConnection, old_id: &str) {
+    let clients = pubsub_clients(raw).await;
+    assert!(
+        clients.iter().all(|l| client_field(l, "id") != old_id),
+        "{clients:?}"
+    );
 }
 
 /// Waits until a new pub/sub connection (not `old_id`) is subscribed to exactly one channel.
@@ -277,14 +240,12 @@ async fn wait_resubscribed(raw: &mut MultiplexedConnection, old_id: &str, channe
 async fn unlock_right_after_pubsub_kill_is_seen_within_the_recheck_interval() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let a = client(&server, Duration::from_secs(30), Duration::from_secs(10));
-    let b = client(&server, Duration::from_secs(30), Duration::from_secs(1));
+    let a = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let b = client_with(&server, Duration::from_secs(30), Duration::from_secs(1));
     let name = unique_name("kill-now");
 
     let ga = a.lock(&name).lock().await.unwrap();
-    let waiter = spawn_waiter(&b, &name);
-    wait_numsub(&mut raw, &channel(&name), 1).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let waiter = parked_waiter(&mut raw, &b, &name, Duration::from_millis(200)).await;
 
     let old_id = kill_pubsub(&mut raw).await;
     // The unlock message may be published while B has no subscription: it is lost.
@@ -300,17 +261,10 @@ async fn unlock_right_after_pubsub_kill_is_seen_within_the_recheck_interval() {
         latency < Duration::from_secs(3),
         "took {latency:?}: beyond the 1 s re-check bound (the lease was 30 s)"
     );
-    let field_b = format!("{}:{}", b.id(), gb.owner().id());
-    assert_eq!(
-        hgetall(&mut raw, &name).await,
-        vec![(field_b, "1".to_owned())]
-    );
+    let field_b = field(&b, gb.owner());
+    assert_eq!(hash(&mut raw, &name).await, vec![(field_b, "1".to_owned())]);
     // The connection was replaced, not left dead (it unsubscribes once the waiter is done).
-    let clients = pubsub_clients(&mut raw).await;
-    assert!(
-        clients.iter().all(|l| client_field(l, "id") != old_id),
-        "{clients:?}"
-    );
+    assert_connection_gone(&mut raw, &old_id).await;
     gb.unlock().await.unwrap();
     a.shutdown().await;
     b.shutdown().await;
@@ -322,14 +276,12 @@ async fn reconnection_wakes_waiters_to_recheck_even_without_a_message() {
     let mut raw = server.conn().await;
     // Re-check 10 s, lease 30 s, and no unlock message at all: only the wake-up that follows
     // the reconnection can make B acquire within 2 s.
-    let b = client(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let b = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
     let name = unique_name("kill-wake");
     let ch = channel(&name);
 
     foreign_hold(&mut raw, &name).await;
-    let waiter = spawn_waiter(&b, &name);
-    wait_numsub(&mut raw, &ch, 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiter = parked_waiter(&mut raw, &b, &name, Duration::from_millis(300)).await;
     // Freed behind B's back (a lost message): B keeps sleeping.
     let () = raw.del(&name).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -347,17 +299,10 @@ async fn reconnection_wakes_waiters_to_recheck_even_without_a_message() {
         latency < Duration::from_secs(2),
         "took {latency:?}: waiters were not woken on reconnection"
     );
-    let field_b = format!("{}:{}", b.id(), gb.owner().id());
-    assert_eq!(
-        hgetall(&mut raw, &name).await,
-        vec![(field_b, "1".to_owned())]
-    );
+    let field_b = field(&b, gb.owner());
+    assert_eq!(hash(&mut raw, &name).await, vec![(field_b, "1".to_owned())]);
     // A new connection replaced the killed one.
-    let clients = pubsub_clients(&mut raw).await;
-    assert!(
-        clients.iter().all(|l| client_field(l, "id") != old_id),
-        "{clients:?}"
-    );
+    assert_connection_gone(&mut raw, &old_id).await;
     gb.unlock().await.unwrap();
     wait_numsub(&mut raw, &ch, 0).await;
     b.shutdown().await;
@@ -367,26 +312,21 @@ async fn reconnection_wakes_waiters_to_recheck_even_without_a_message() {
 async fn unlock_after_resubscription_wakes_the_waiter_by_message() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let a = client(&server, Duration::from_secs(30), Duration::from_secs(10));
-    let b = client(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let a = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let b = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
     let name = unique_name("kill-later");
     let ch = channel(&name);
 
     let ga = a.lock(&name).lock().await.unwrap();
-    let field_a = format!("{}:{}", a.id(), ga.owner().id());
-    let waiter = spawn_waiter(&b, &name);
-    wait_numsub(&mut raw, &ch, 1).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let field_a = field(&a, ga.owner());
+    let waiter = parked_waiter(&mut raw, &b, &name, Duration::from_millis(200)).await;
 
     let old_id = kill_pubsub(&mut raw).await;
     wait_resubscribed(&mut raw, &old_id, &ch).await;
     // The reconnection woke B; it re-checked, found A, and sleeps again (10 s re-check).
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiter.is_finished());
-    assert_eq!(
-        hgetall(&mut raw, &name).await,
-        vec![(field_a, "1".to_owned())]
-    );
+    assert_eq!(hash(&mut raw, &name).await, vec![(field_a, "1".to_owned())]);
 
     let unlocked = Instant::now();
     ga.unlock().await.unwrap();
@@ -410,9 +350,9 @@ async fn waiters_of_one_client_share_one_subscription_and_all_acquire_in_turn() 
     const WAITERS: usize = 5;
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let a = client(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let a = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
     // Re-check 10 s: a waiter stranded after a `0` woke somebody else would take 10 s.
-    let b = client(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let b = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
     let name = unique_name("shared");
     let ch = channel(&name);
 
@@ -460,8 +400,7 @@ async fn waiters_of_one_client_share_one_subscription_and_all_acquire_in_turn() 
     for w in intervals.windows(2) {
         assert!(w[0].1 < w[1].0, "overlapping holds: {w:?}");
     }
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
 
     // The last waiter gone, the client unsubscribes (asynchronously).
     wait_numsub(&mut raw, &ch, 0).await;
@@ -509,7 +448,7 @@ async fn zero_message_wakes_one_local_waiter_and_one_message_wakes_all() {
     const WAITERS: usize = 3;
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let b = client(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let b = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
     let name = unique_name("wake-kinds");
     let ch = channel(&name);
     let field = format!("{}:7", b.id());
@@ -522,8 +461,10 @@ async fn zero_message_wakes_one_local_waiter_and_one_message_wakes_all() {
     // Deleted without a message: nobody wakes (re-check 10 s, lease 30 s).
     let () = raw.del(&name).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists, "a waiter acquired without being woken");
+    assert!(
+        !exists(&mut raw, &name).await,
+        "a waiter acquired without being woken"
+    );
 
     // `0`: exactly one local waiter wakes and acquires.
     let receivers: i64 = raw.publish(&ch, "0").await.unwrap();
@@ -547,14 +488,13 @@ async fn zero_message_wakes_one_local_waiter_and_one_message_wakes_all() {
         guards.push(guard);
     }
     assert_eq!(
-        hgetall(&mut raw, &name).await,
+        hash(&mut raw, &name).await,
         vec![(field.clone(), WAITERS.to_string())]
     );
     for g in guards {
         g.unlock().await.unwrap();
     }
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
     wait_numsub(&mut raw, &ch, 0).await;
     b.shutdown().await;
 }
@@ -563,14 +503,12 @@ async fn zero_message_wakes_one_local_waiter_and_one_message_wakes_all() {
 async fn messages_other_than_zero_and_one_wake_nobody() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let b = client(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let b = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
     let name = unique_name("wake-junk");
     let ch = channel(&name);
 
     foreign_hold(&mut raw, &name).await;
-    let waiter = spawn_waiter(&b, &name);
-    wait_numsub(&mut raw, &ch, 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiter = parked_waiter(&mut raw, &b, &name, Duration::from_millis(300)).await;
     let () = raw.del(&name).await.unwrap();
     for junk in ["2", "unlock", ""] {
         let receivers: i64 = raw.publish(&ch, junk).await.unwrap();
@@ -581,8 +519,7 @@ async fn messages_other_than_zero_and_one_wake_nobody() {
         !waiter.is_finished(),
         "woken by a message that is not 0 or 1"
     );
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
 
     let published = Instant::now();
     let _: i64 = raw.publish(&ch, "0").await.unwrap();
@@ -622,14 +559,12 @@ end;
 async fn java_unlock_script_wakes_our_waiter() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let b = client(&server, Duration::from_secs(30), Duration::from_secs(10));
+    let b = client_with(&server, Duration::from_secs(30), Duration::from_secs(10));
     let name = unique_name("java");
     let ch = channel(&name);
 
     let java_field = foreign_hold(&mut raw, &name).await;
-    let waiter = spawn_waiter(&b, &name);
-    wait_numsub(&mut raw, &ch, 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiter = parked_waiter(&mut raw, &b, &name, Duration::from_millis(300)).await;
     assert!(!waiter.is_finished());
 
     let latch = format!("redisson_unlock_latch:{{{name}}}:0123456789abcdef0123456789abcdef");
@@ -654,12 +589,9 @@ async fn java_unlock_script_wakes_our_waiter() {
     let latency = acquired.saturating_duration_since(unlocked);
     println!("woken {latency:?} after the Java unlock");
     assert!(latency < Duration::from_millis(500), "{latency:?}");
-    let field_b = format!("{}:{}", b.id(), g.owner().id());
-    assert_eq!(
-        hgetall(&mut raw, &name).await,
-        vec![(field_b, "1".to_owned())]
-    );
-    let pttl: i64 = raw.pttl(&name).await.unwrap();
+    let field_b = field(&b, g.owner());
+    assert_eq!(hash(&mut raw, &name).await, vec![(field_b, "1".to_owned())]);
+    let pttl = pttl(&mut raw, &name).await;
     assert!((29_000..=30_000).contains(&pttl), "pttl {pttl}");
     g.unlock().await.unwrap();
     b.shutdown().await;

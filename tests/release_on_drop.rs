@@ -5,20 +5,17 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use common::{RedisServer, unique_name};
+use common::{
+    RedisServer, channel, client_with_watchdog, dbsize, exists, field, hash, ms, pttl, unique_name,
+};
 use futures_util::StreamExt;
-use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redisson_sync::{Client, Error, LockOptions, Owner};
 use tokio::time::{Instant, sleep, timeout};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
+/// A 30 s watchdog timeout like `common::client`, with a 5 s command timeout.
 fn client(server: &RedisServer) -> Client {
     Client::builder()
         .url(server.url())
@@ -26,30 +23,6 @@ fn client(server: &RedisServer) -> Client {
         .command_timeout(Duration::from_secs(5))
         .build()
         .unwrap()
-}
-
-fn field(client: &Client, owner: Owner) -> String {
-    format!("{}:{}", client.id(), owner.id())
-}
-
-fn channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
-async fn hash(raw: &mut MultiplexedConnection, key: &str) -> HashMap<String, String> {
-    raw.hgetall(key).await.unwrap()
-}
-
-async fn exists(raw: &mut MultiplexedConnection, key: &str) -> bool {
-    raw.exists(key).await.unwrap()
-}
-
-async fn pttl(raw: &mut MultiplexedConnection, key: &str) -> i64 {
-    raw.pttl(key).await.unwrap()
-}
-
-async fn dbsize(raw: &mut MultiplexedConnection) -> u64 {
-    redis::cmd("DBSIZE").query_async(raw).await.unwrap()
 }
 
 /// Polls until `key` is gone; panics if it is still there after `within`.
@@ -118,7 +91,7 @@ async fn drop_inside_task_releases_and_publishes_unlock() {
     let (owner, seen) = rx.await.unwrap();
     assert_eq!(
         hash(&mut raw, &name).await,
-        HashMap::from([(field(&client, owner), "1".to_owned())])
+        vec![(field(&client, owner), "1".to_owned())]
     );
     seen.send(()).unwrap();
     task.await.unwrap();
@@ -150,7 +123,7 @@ async fn drop_during_panic_unwinding_releases() {
     let (owner, go) = rx.await.unwrap();
     assert_eq!(
         hash(&mut raw, &name).await,
-        HashMap::from([(field(&client, owner), "1".to_owned())])
+        vec![(field(&client, owner), "1".to_owned())]
     );
     go.send(()).unwrap();
     let err = task.await.unwrap_err();
@@ -174,10 +147,7 @@ async fn drop_on_thread_outside_runtime_releases() {
 
     let guard = client.lock(&name).lock().await.unwrap();
     let holder = field(&client, guard.owner());
-    assert_eq!(
-        hash(&mut raw, &name).await,
-        HashMap::from([(holder, "1".to_owned())])
-    );
+    assert_eq!(hash(&mut raw, &name).await, vec![(holder, "1".to_owned())]);
 
     let thread = std::thread::spawn(move || {
         assert!(tokio::runtime::Handle::try_current().is_err());
@@ -242,11 +212,7 @@ async fn drop_returns_while_redis_is_frozen() {
 async fn drop_after_shutdown_keeps_key_until_its_lease() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let client = Client::builder()
-        .url(server.url())
-        .watchdog_timeout(ms(600))
-        .build()
-        .unwrap();
+    let client = client_with_watchdog(&server, ms(600));
     let leased = unique_name("drop-shut-lease");
     let watched = unique_name("drop-shut-wd");
 
@@ -267,11 +233,11 @@ async fn drop_after_shutdown_keeps_key_until_its_lease() {
     // Nothing was released: both keys are there with their holder and a TTL within the lease.
     assert_eq!(
         hash(&mut raw, &leased).await,
-        HashMap::from([(leased_holder.clone(), "1".to_owned())])
+        vec![(leased_holder.clone(), "1".to_owned())]
     );
     assert_eq!(
         hash(&mut raw, &watched).await,
-        HashMap::from([(watched_holder.clone(), "1".to_owned())])
+        vec![(watched_holder.clone(), "1".to_owned())]
     );
     let p = pttl(&mut raw, &leased).await;
     assert!(p > 0 && p <= 1000, "leased pttl {p}");
@@ -282,7 +248,7 @@ async fn drop_after_shutdown_keeps_key_until_its_lease() {
     sleep(ms(250)).await;
     assert_eq!(
         hash(&mut raw, &leased).await,
-        HashMap::from([(leased_holder, "1".to_owned())])
+        vec![(leased_holder, "1".to_owned())]
     );
 
     // Both expire by their lease.
@@ -347,10 +313,7 @@ async fn forget_keeps_key_until_lease_expires() {
     let holder = field(&client, guard.owner());
     guard.forget();
 
-    assert_eq!(
-        hash(&mut raw, &name).await,
-        HashMap::from([(holder, "1".to_owned())])
-    );
+    assert_eq!(hash(&mut raw, &name).await, vec![(holder, "1".to_owned())]);
     let p = pttl(&mut raw, &name).await;
     assert!(p > 0 && p <= 300, "pttl {p}");
     wait_gone(&mut raw, &name, ms(2000)).await;
@@ -363,11 +326,7 @@ async fn forget_keeps_key_until_lease_expires() {
 async fn forget_stops_watchdog_renewal() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let client = Client::builder()
-        .url(server.url())
-        .watchdog_timeout(ms(600))
-        .build()
-        .unwrap();
+    let client = client_with_watchdog(&server, ms(600));
     let forgotten = unique_name("forget-wd");
     let kept = unique_name("forget-wd-kept");
 
@@ -380,7 +339,7 @@ async fn forget_stops_watchdog_renewal() {
     g_forgotten.forget();
     assert_eq!(
         hash(&mut raw, &forgotten).await,
-        HashMap::from([(holder, "1".to_owned())])
+        vec![(holder, "1".to_owned())]
     );
 
     // Without renewal it expires within the 600 ms watchdog timeout (+ at most one renewal
@@ -417,7 +376,7 @@ async fn guard_moved_to_another_task_is_unlocked_there() {
         assert_eq!(guard.name(), name2);
         assert_eq!(
             hash(&mut raw2, &name2).await,
-            HashMap::from([(holder, "1".to_owned())])
+            vec![(holder, "1".to_owned())]
         );
         guard.unlock().await
     })
@@ -446,7 +405,7 @@ async fn guard_with_explicit_owner_dropped_in_another_task_releases() {
     assert_eq!(guard.owner(), owner);
     assert_eq!(
         hash(&mut raw, &name).await,
-        HashMap::from([(field(&client, owner), "1".to_owned())])
+        vec![(field(&client, owner), "1".to_owned())]
     );
     assert_eq!(lock.hold_count(owner).await.unwrap(), 1);
 
@@ -476,10 +435,7 @@ async fn unlock_after_shutdown_returns_shutdown() {
     assert!(matches!(err, Error::Shutdown), "{err:?}");
     assert!(err.is_shutdown());
     // The lock stays until its lease expires.
-    assert_eq!(
-        hash(&mut raw, &name).await,
-        HashMap::from([(holder, "1".to_owned())])
-    );
+    assert_eq!(hash(&mut raw, &name).await, vec![(holder, "1".to_owned())]);
     let p = pttl(&mut raw, &name).await;
     assert!(p > 9_000 && p <= 10_000, "pttl {p}");
 }
@@ -516,10 +472,7 @@ fn drop_after_runtime_is_gone_does_not_panic() {
         .unwrap();
     rt.block_on(async {
         let mut raw = server.conn().await;
-        assert_eq!(
-            hash(&mut raw, &name).await,
-            HashMap::from([(holder, "1".to_owned())])
-        );
+        assert_eq!(hash(&mut raw, &name).await, vec![(holder, "1".to_owned())]);
         let p = pttl(&mut raw, &name).await;
         assert!(p > 0 && p <= 10_000, "pttl {p}");
     });

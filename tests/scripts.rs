@@ -8,11 +8,11 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{RedisServer, unique_name};
-use futures_util::StreamExt;
+use common::{RedisServer, channel, client_with_watchdog, exists, field, hash, pttl, unique_name};
+use futures_util::{Stream, StreamExt};
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncCommands, Value};
-use redisson_sync::{Client, LockOptions, Owner};
+use redis::{AsyncCommands, Msg, Value};
+use redisson_sync::{LockOptions, Owner};
 use tokio::time::timeout;
 
 /// The scripts the lock uses, with the Redisson name each header must cite.
@@ -58,20 +58,6 @@ async fn eval(raw: &mut MultiplexedConnection, text: &str, keys: &[&str], args: 
         .unwrap()
 }
 
-fn channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
-async fn hash(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, String)> {
-    let mut all: Vec<(String, String)> = raw.hgetall(name).await.unwrap();
-    all.sort();
-    all
-}
-
-async fn pttl(raw: &mut MultiplexedConnection, name: &str) -> i64 {
-    raw.pttl(name).await.unwrap()
-}
-
 async fn script_flush(raw: &mut MultiplexedConnection) {
     let () = redis::cmd("SCRIPT")
         .arg("FLUSH")
@@ -88,6 +74,31 @@ async fn script_exists(raw: &mut MultiplexedConnection, sha: &str) -> bool {
         .await
         .unwrap();
     v == [true]
+}
+
+/// The messages of a raw subscription to `chan`.
+async fn subscribe(server: &RedisServer, chan: &str) -> impl Stream<Item = Msg> + Unpin {
+    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
+    pubsub.subscribe(chan).await.unwrap();
+    pubsub.into_on_message()
+}
+
+/// The next message; panics if none arrives within 2 s.
+async fn next_message(messages: &mut (impl Stream<Item = Msg> + Unpin)) -> Msg {
+    timeout(Duration::from_secs(2), messages.next())
+        .await
+        .expect("the unlock message")
+        .unwrap()
+}
+
+/// Asserts that no message arrives within 300 ms; `why` says why none may.
+async fn assert_no_message(messages: &mut (impl Stream<Item = Msg> + Unpin), why: &str) {
+    assert!(
+        timeout(Duration::from_millis(300), messages.next())
+            .await
+            .is_err(),
+        "{why}"
+    );
 }
 
 #[test]
@@ -215,9 +226,7 @@ async fn unlock_replies_nil_0_1_and_publishes_one_zero() {
     let (acquire, unlock) = (script("acquire.lua"), script("unlock.lua"));
     let name = unique_name("scripts-unlock");
     let chan = channel(&name);
-    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
-    pubsub.subscribe(&chan).await.unwrap();
-    let mut messages = pubsub.into_on_message();
+    let mut messages = subscribe(&server, &chan).await;
     let (a, stranger) = ("uuid-a:1", "uuid-x:9");
     let unlock_args = |field| ["0", "10000", field, "PUBLISH"];
 
@@ -226,8 +235,10 @@ async fn unlock_replies_nil_0_1_and_publishes_one_zero() {
         eval(&mut raw, &unlock, &[&name, &chan], &unlock_args(a)).await,
         Value::Nil
     );
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists, "unlock of an absent lock must not create it");
+    assert!(
+        !exists(&mut raw, &name).await,
+        "unlock of an absent lock must not create it"
+    );
 
     eval(&mut raw, &acquire, &[&name], &["30000", a]).await;
     eval(&mut raw, &acquire, &[&name], &["30000", a]).await;
@@ -259,20 +270,15 @@ async fn unlock_replies_nil_0_1_and_publishes_one_zero() {
         eval(&mut raw, &unlock, &[&name, &chan], &unlock_args(a)).await,
         Value::Int(1)
     );
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
-    let msg = timeout(Duration::from_secs(2), messages.next())
-        .await
-        .expect("the unlock message")
-        .unwrap();
+    assert!(!exists(&mut raw, &name).await);
+    let msg = next_message(&mut messages).await;
     assert_eq!(msg.get_channel_name(), chan);
     assert_eq!(msg.get_payload::<String>().unwrap(), "0");
-    assert!(
-        timeout(Duration::from_millis(300), messages.next())
-            .await
-            .is_err(),
-        "exactly one message: the partial release and the nil replies publish nothing"
-    );
+    assert_no_message(
+        &mut messages,
+        "exactly one message: the partial release and the nil replies publish nothing",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -282,9 +288,7 @@ async fn force_unlock_replies_1_then_0() {
     let (acquire, force) = (script("acquire.lua"), script("force_unlock.lua"));
     let name = unique_name("scripts-force");
     let chan = channel(&name);
-    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
-    pubsub.subscribe(&chan).await.unwrap();
-    let mut messages = pubsub.into_on_message();
+    let mut messages = subscribe(&server, &chan).await;
 
     eval(&mut raw, &acquire, &[&name], &["30000", "uuid-a:1"]).await;
     eval(&mut raw, &acquire, &[&name], &["30000", "uuid-a:1"]).await;
@@ -292,23 +296,17 @@ async fn force_unlock_replies_1_then_0() {
         eval(&mut raw, &force, &[&name, &chan], &["0", "PUBLISH"]).await,
         Value::Int(1)
     );
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists, "force unlock deletes every hold");
+    assert!(
+        !exists(&mut raw, &name).await,
+        "force unlock deletes every hold"
+    );
     assert_eq!(
         eval(&mut raw, &force, &[&name, &chan], &["0", "PUBLISH"]).await,
         Value::Int(0)
     );
-    let msg = timeout(Duration::from_secs(2), messages.next())
-        .await
-        .expect("the unlock message")
-        .unwrap();
+    let msg = next_message(&mut messages).await;
     assert_eq!(msg.get_payload::<String>().unwrap(), "0");
-    assert!(
-        timeout(Duration::from_millis(300), messages.next())
-            .await
-            .is_err(),
-        "the 0 reply publishes nothing"
-    );
+    assert_no_message(&mut messages, "the 0 reply publishes nothing").await;
 }
 
 #[tokio::test]
@@ -346,8 +344,10 @@ async fn renew_replies_one_flag_per_key() {
         "renewed"
     );
     assert!(pttl(&mut raw, &taken).await <= 1_000, "not renewed");
-    let exists: bool = raw.exists(&missing).await.unwrap();
-    assert!(!exists, "renew must not create a missing lock");
+    assert!(
+        !exists(&mut raw, &missing).await,
+        "renew must not create a missing lock"
+    );
     let s: String = raw.get(&string).await.unwrap();
     assert_eq!(s, "not a lock");
     assert_eq!(pttl(&mut raw, &string).await, -1);
@@ -377,11 +377,7 @@ async fn every_operation_survives_script_flush() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     // Renewal every 300 ms, lease 900 ms.
-    let client = Client::builder()
-        .url(server.url())
-        .watchdog_timeout(Duration::from_millis(900))
-        .build()
-        .unwrap();
+    let client = client_with_watchdog(&server, Duration::from_millis(900));
     let name = unique_name("scripts-flush");
     let lock = client.lock(&name);
     let sha = |file| redis::Script::new(&script(file)).get_hash().to_owned();
@@ -395,7 +391,7 @@ async fn every_operation_survives_script_flush() {
 
     script_flush(&mut raw).await;
     let g1 = lock.lock().await.unwrap();
-    let field = format!("{}:{}", client.id(), g1.owner().id());
+    let field = field(&client, g1.owner());
     assert_eq!(
         hash(&mut raw, &name).await,
         vec![(field.clone(), "1".to_owned())]
@@ -450,8 +446,7 @@ async fn every_operation_survives_script_flush() {
 
     script_flush(&mut raw).await;
     g1.unlock().await.unwrap();
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
 
     // Force unlock after a flush.
     let g = lock
@@ -460,8 +455,7 @@ async fn every_operation_survives_script_flush() {
         .unwrap();
     script_flush(&mut raw).await;
     assert!(lock.force_unlock().await.unwrap());
-    let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists(&mut raw, &name).await);
     script_flush(&mut raw).await;
     assert!(!lock.force_unlock().await.unwrap());
     assert!(

@@ -7,66 +7,24 @@
 
 mod common;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{RedisServer, unique_name};
+use common::{
+    RedisServer, client_with_watchdog, command_stats, dbsize, exists, field, hash, ms, pttl,
+    unique_name,
+};
 use futures_util::StreamExt;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redisson_sync::{Client, Error, LockOptions, Owner};
 use tokio::time::{Instant, sleep, timeout};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn client(server: &RedisServer, watchdog: Duration) -> Client {
-    Client::builder()
-        .url(server.url())
-        .watchdog_timeout(watchdog)
-        .build()
-        .unwrap()
-}
-
-fn field(client: &Client, owner: Owner) -> String {
-    format!("{}:{}", client.id(), owner.id())
-}
-
-async fn pttl(raw: &mut MultiplexedConnection, key: &str) -> i64 {
-    raw.pttl(key).await.unwrap()
-}
-
-async fn hash(raw: &mut MultiplexedConnection, key: &str) -> HashMap<String, String> {
-    raw.hgetall(key).await.unwrap()
-}
-
-async fn exists(raw: &mut MultiplexedConnection, key: &str) -> bool {
-    raw.exists(key).await.unwrap()
-}
-
-async fn dbsize(raw: &mut MultiplexedConnection) -> u64 {
-    redis::cmd("DBSIZE").query_async(raw).await.unwrap()
-}
-
 /// `calls + rejected_calls` of one command in `INFO commandstats` (0 if never called).
 async fn command_calls(raw: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(raw)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:");
-    let Some(line) = info.lines().find(|l| l.starts_with(&prefix)) else {
-        return 0;
-    };
-    line[prefix.len()..]
-        .split(',')
-        .filter_map(|kv| kv.split_once('='))
-        .filter(|(k, _)| *k == "calls" || *k == "rejected_calls")
-        .map(|(_, v)| v.parse::<u64>().unwrap())
-        .sum()
+    let stats = command_stats(raw, command).await;
+    stats.calls + stats.rejected_calls
 }
 
 /// Script calls of every kind (the renewal, acquire, unlock scripts), and PEXPIRE calls (made
@@ -84,8 +42,8 @@ async fn watchdog_keeps_lock_alive_past_three_timeouts() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let timeout_ms = 600;
-    let client = client(&server, ms(timeout_ms));
-    let other = self::client(&server, ms(timeout_ms));
+    let client = client_with_watchdog(&server, ms(timeout_ms));
+    let other = client_with_watchdog(&server, ms(timeout_ms));
     let name = unique_name("wd-alive");
 
     let guard = client.lock(&name).lock().await.unwrap();
@@ -115,10 +73,7 @@ async fn watchdog_keeps_lock_alive_past_three_timeouts() {
     assert!(samples >= 3, "only {samples} samples");
     // The key outlived its 600 ms lease three times over: it was renewed, and PTTL went up.
     assert!(renewals_seen >= 1, "no renewal observed");
-    assert_eq!(
-        hash(&mut raw, &name).await,
-        HashMap::from([(holder, "1".to_owned())])
-    );
+    assert_eq!(hash(&mut raw, &name).await, vec![(holder, "1".to_owned())]);
     assert!(!guard.is_lost());
 
     guard.unlock().await.unwrap();
@@ -131,8 +86,8 @@ async fn watchdog_keeps_lock_alive_past_three_timeouts() {
 async fn explicit_lease_expires_on_time_and_is_never_renewed() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let client = client(&server, ms(600));
-    let other = self::client(&server, ms(600));
+    let client = client_with_watchdog(&server, ms(600));
+    let other = client_with_watchdog(&server, ms(600));
     let name = unique_name("wd-lease");
     let lock = client.lock(&name);
 
@@ -144,7 +99,7 @@ async fn explicit_lease_expires_on_time_and_is_never_renewed() {
     let holder = field(&client, guard.owner());
     assert_eq!(
         hash(&mut raw, &name).await,
-        HashMap::from([(holder.clone(), "1".to_owned())])
+        vec![(holder.clone(), "1".to_owned())]
     );
     let mut previous = pttl(&mut raw, &name).await;
     assert!(previous > 0 && previous <= 300, "pttl {previous}");
@@ -188,7 +143,7 @@ async fn explicit_lease_expires_on_time_and_is_never_renewed() {
     }
     assert_eq!(
         hash(&mut raw, &name).await,
-        HashMap::from([(other_holder, "1".to_owned())])
+        vec![(other_holder, "1".to_owned())]
     );
     g2.unlock().await.unwrap();
     assert!(!exists(&mut raw, &name).await);
@@ -201,7 +156,7 @@ async fn never_renews_after_unlock_over_1000_cycles() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let period = ms(100);
-    let client = client(&server, period * 3);
+    let client = client_with_watchdog(&server, period * 3);
 
     let tasks: Vec<_> = (0..4)
         .map(|t| {
@@ -329,8 +284,8 @@ async fn lost_lock_is_signalled_and_unlock_reports_it(removal: Removal) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let period = ms(200);
-    let client = client(&server, period * 3);
-    let other = self::client(&server, period * 3);
+    let client = client_with_watchdog(&server, period * 3);
+    let other = client_with_watchdog(&server, period * 3);
     let name = unique_name("wd-lost");
 
     let guard = client.lock(&name).lock().await.unwrap();
@@ -386,7 +341,7 @@ async fn lost_lock_is_signalled_and_unlock_reports_it(removal: Removal) {
 
     assert_eq!(
         hash(&mut raw, &name).await,
-        HashMap::from([(new_holder, "1".to_owned())])
+        vec![(new_holder, "1".to_owned())]
     );
     let p = pttl(&mut raw, &name).await;
     assert!(p > 8_500 && p < 10_000, "new holder's pttl {p}");
@@ -411,15 +366,15 @@ async fn key_taken_over_by_another_owner_is_lost_and_not_extended() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let period = ms(200);
-    let client = client(&server, period * 3);
-    let other = self::client(&server, period * 3);
+    let client = client_with_watchdog(&server, period * 3);
+    let other = client_with_watchdog(&server, period * 3);
     let name = unique_name("wd-takeover");
 
     let guard = client.lock(&name).lock().await.unwrap();
     let old_holder = field(&client, guard.owner());
     assert_eq!(
         hash(&mut raw, &name).await,
-        HashMap::from([(old_holder, "1".to_owned())])
+        vec![(old_holder, "1".to_owned())]
     );
 
     // Delete and take over at once, before the old holder's next renewal.
@@ -463,7 +418,7 @@ async fn key_taken_over_by_another_owner_is_lost_and_not_extended() {
     assert!(matches!(err, Error::LeaseLost { .. }), "{err:?}");
     assert_eq!(
         hash(&mut raw, &name).await,
-        HashMap::from([(new_holder, "1".to_owned())])
+        vec![(new_holder, "1".to_owned())]
     );
     g2.unlock().await.unwrap();
     assert!(!exists(&mut raw, &name).await);
@@ -606,7 +561,7 @@ async fn reentrant_holds_keep_renewal_until_the_last_is_released() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let timeout_ms = 600;
-    let client = client(&server, ms(timeout_ms));
+    let client = client_with_watchdog(&server, ms(timeout_ms));
     let name = unique_name("wd-reentrant");
     let lock = client.lock(&name);
     let owner = Owner::new(77);
@@ -618,7 +573,7 @@ async fn reentrant_holds_keep_renewal_until_the_last_is_released() {
     let g3 = lock.lock_with_options(&opts).await.unwrap();
     assert_eq!(
         hash(&mut raw, &name).await,
-        HashMap::from([(holder.clone(), "3".to_owned())])
+        vec![(holder.clone(), "3".to_owned())]
     );
 
     // Release one hold explicitly and one on drop.
@@ -637,10 +592,7 @@ async fn reentrant_holds_keep_renewal_until_the_last_is_released() {
         let p = pttl(&mut raw, &name).await;
         assert!(p > 0 && p <= 600, "pttl {p} after {:?}", start.elapsed());
     }
-    assert_eq!(
-        hash(&mut raw, &name).await,
-        HashMap::from([(holder, "1".to_owned())])
-    );
+    assert_eq!(hash(&mut raw, &name).await, vec![(holder, "1".to_owned())]);
     assert!(!g3.is_lost());
 
     g3.unlock().await.unwrap();
