@@ -17,7 +17,7 @@ pub(crate) enum Kind {
 }
 
 /// Everything needed to release one hold; runs on its own, detached from the guard.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Release {
     pub(crate) client: Client,
     pub(crate) kind: Kind,

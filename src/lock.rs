@@ -545,21 +545,18 @@ impl Lock {
         };
         let owner = options.owner.unwrap_or_else(Owner::current);
         let attempt = Attempt {
-            lock: self,
-            field: self.field(owner),
-            lease_ms: lease_ms.unwrap_or_else(|| self.watchdog_ms()),
-            deadline: wait.map(|w| Instant::now() + w),
-        };
-        let grant = |attempt: Attempt<'_>| {
-            let release = Release {
+            hold: Release {
                 client: self.client.clone(),
                 kind: Kind::Lock,
                 name: self.name.clone(),
-                field: attempt.field,
-                lease_ms: attempt.lease_ms,
-            };
+                field: self.field(owner),
+                lease_ms: lease_ms.unwrap_or_else(|| self.watchdog_ms()),
+            },
+            deadline: wait.map(|w| Instant::now() + w),
+        };
+        let grant = |attempt: Attempt| {
             Some(LockGuard {
-                held: Held::new(release, owner, options.lease, options.lease.is_none()),
+                held: Held::new(attempt.hold, owner, options.lease, options.lease.is_none()),
             })
         };
 
@@ -648,14 +645,13 @@ enum Outcome {
 }
 
 /// One owner's acquisition of one lock: the parameters of every attempt.
-struct Attempt<'a> {
-    lock: &'a Lock,
-    field: String,
-    lease_ms: u64,
+struct Attempt {
+    /// The hold being asked for, as its release will need it (lock name, holder field, lease).
+    hold: Release,
     deadline: Option<Instant>,
 }
 
-impl Attempt<'_> {
+impl Attempt {
     fn remaining(&self) -> Option<Duration> {
         self.deadline
             .map(|d| d.saturating_duration_since(Instant::now()))
@@ -670,38 +666,24 @@ impl Attempt<'_> {
     /// a script sent to a stalled Redis still runs when Redis resumes, and its grant must be
     /// undone then.
     async fn run(&self, contended: bool) -> Result<Outcome> {
-        let lock = self.lock;
-        let client = &lock.client;
+        let client = &self.hold.client;
         client.ensure_open()?;
         let command_timeout = client.config().command_timeout;
         let (tx, rx) = oneshot::channel();
-        let (c, name, field, lease_ms) = (
-            client.clone(),
-            lock.name.clone(),
-            self.field.clone(),
-            self.lease_ms,
-        );
-        let reply_limit = command_timeout.max(Duration::from_millis(lease_ms));
+        let hold = self.hold.clone();
+        let reply_limit = command_timeout.max(Duration::from_millis(hold.lease_ms));
         drop(client.spawn(async move {
-            let reply = acquire_script(&c, &name, &field, lease_ms, reply_limit).await;
+            let reply = acquire_script(&hold, reply_limit).await;
             match tx.send(reply) {
-                Ok(()) => {}
+                Ok(()) | Err(Ok(AcquireReply::Held(_))) => {}
                 Err(Ok(AcquireReply::Acquired)) => {
-                    let undo = Release {
-                        client: c,
-                        kind: Kind::Lock,
-                        name,
-                        field,
-                        lease_ms,
-                    };
-                    tracing::debug!(lock = %undo.name, "acquire abandoned after it was granted; releasing");
-                    if let Err(e) = undo.run().await {
+                    tracing::debug!(lock = %hold.name, "acquire abandoned after it was granted; releasing");
+                    if let Err(e) = hold.run().await {
                         tracing::warn!(error = %e, "undoing an abandoned acquire failed; the lock expires with its lease");
                     }
                 }
-                Err(Ok(AcquireReply::Held(_))) => {}
                 Err(Err(e)) => tracing::warn!(
-                    lock = %name,
+                    lock = %hold.name,
                     error = %e,
                     "an abandoned acquire got no reply: if Redis runs it later, the hold expires with its lease"
                 ),
@@ -716,13 +698,7 @@ impl Attempt<'_> {
         };
         let mut rx = PendingReply {
             rx,
-            undo: Some(Release {
-                client: client.clone(),
-                kind: Kind::Lock,
-                name: lock.name.clone(),
-                field: self.field.clone(),
-                lease_ms: self.lease_ms,
-            }),
+            undo: Some(self.hold.clone()),
         };
         let reply = match tokio::time::timeout(limit, &mut rx.rx).await {
             Ok(reply) => reply,
@@ -770,19 +746,17 @@ impl Drop for PendingReply {
     }
 }
 
-async fn acquire_script(
-    client: &Client,
-    name: &str,
-    field: &str,
-    lease_ms: u64,
-    reply_limit: Duration,
-) -> Result<AcquireReply> {
+async fn acquire_script(hold: &Release, reply_limit: Duration) -> Result<AcquireReply> {
     let mut invocation = scripts::LOCK_ACQUIRE.prepare_invoke();
-    invocation.key(name).arg(lease_ms).arg(field);
-    match client
+    invocation
+        .key(&*hold.name)
+        .arg(hold.lease_ms)
+        .arg(&hold.field);
+    match hold
+        .client
         .inner()
         .connections
-        .script_with_limit("acquire", name, &invocation, reply_limit)
+        .script_with_limit("acquire", &hold.name, &invocation, reply_limit)
         .await?
     {
         Value::Nil => Ok(AcquireReply::Acquired),
