@@ -120,7 +120,9 @@ impl Client {
 
     /// Shuts the client down: new operations fail with [`Error::Shutdown`], waiters return
     /// [`Error::Shutdown`], the watchdog and pub/sub tasks stop, and every release already
-    /// scheduled (guards dropped before this call) is completed before this returns.
+    /// scheduled (guards dropped before this call) is completed before this returns. Redis calls
+    /// still in flight get at most one more command timeout, so a stalled Redis delays this by
+    /// about that much.
     ///
     /// Locks still held by live guards are not released: without renewal they expire after
     /// their lease (the watchdog timeout by default), as with Redisson's `shutdown()`.

@@ -673,7 +673,19 @@ impl Attempt {
         let hold = self.hold.clone();
         let reply_limit = command_timeout.max(Duration::from_millis(hold.lease_ms));
         drop(client.spawn(async move {
-            let reply = acquire_script(&hold, reply_limit).await;
+            // Wait for the reply up to the lease, but let a shutdown end the wait after one more
+            // command timeout: `Client::shutdown` waits for this task.
+            let shutdown_grace = async {
+                hold.client.shut_down().await;
+                tokio::time::sleep(command_timeout).await;
+            };
+            let reply = tokio::select! {
+                reply = acquire_script(&hold, reply_limit) => reply,
+                () = shutdown_grace => Err(Error::Timeout {
+                    operation: "acquire",
+                    after: command_timeout,
+                }),
+            };
             match tx.send(reply) {
                 Ok(()) | Err(Ok(AcquireReply::Held(_))) => {}
                 Err(Ok(AcquireReply::Acquired)) => {

@@ -873,3 +873,26 @@ async fn waiters_return_shutdown_when_the_client_shuts_down() {
     held.unlock().await.unwrap();
     holder.shutdown().await;
 }
+
+/// `shutdown()` while Redis is stalled returns within about one command timeout, although an
+/// abandoned acquire's task waits up to its lease (30 s here) for the reply it must undo.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_while_redis_is_stalled_returns_within_a_command_timeout() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let command_timeout = Duration::from_millis(500);
+    let client = warm_client(&server, &mut raw, command_timeout).await;
+    let lock = client.lock(unique_name("errors-stalled-shutdown"));
+    let _paused = Paused::pause(&server);
+    let r = lock.lock().await;
+    assert_command_timeout("acquire", &r, command_timeout);
+    let t = Instant::now();
+    timeout(PROMPT, client.shutdown())
+        .await
+        .expect("shutdown returned");
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_millis(1_500),
+        "shutdown took {took:?} with a 500 ms command timeout"
+    );
+}
