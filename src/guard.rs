@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::detach::Detachable;
 use crate::error::{Error, Result};
 use crate::owner::Owner;
 use crate::watchdog::{LostSignal, Watched};
@@ -108,8 +109,8 @@ impl Held {
         Some(release)
     }
 
-    /// Releases the hold and reports the outcome. The release runs in a task of the client, so
-    /// it completes even if this future is dropped.
+    /// Releases the hold and reports the outcome. The release completes even if this future is
+    /// dropped: it then finishes in a task of the client.
     pub(crate) async fn unlock(mut self) -> Result<()> {
         let Some(release) = self.disarm() else {
             return Ok(());
@@ -121,10 +122,15 @@ impl Held {
         }
         let client = release.client.clone();
         client.ensure_open()?;
-        match client.spawn(release.run()).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::Shutdown),
-        }
+        let name = release.name.clone();
+        // Awaited here; finished in the background if this future is dropped.
+        let call = async move { release.run().await };
+        Detachable::new(&client, call, move |result: Result<()>| async move {
+            if let Err(e) = result {
+                tracing::warn!(lock = %name, error = %e, "release failed after its caller left");
+            }
+        })
+        .await
     }
 
     /// Stops renewal and keeps the lock until its lease expires.

@@ -8,6 +8,7 @@
 mod client;
 mod config;
 mod connection;
+mod detach;
 mod error;
 mod guard;
 mod lock;

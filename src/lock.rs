@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::client::Client;
+use crate::detach::Detachable;
 use crate::error::{Error, Result};
 use crate::guard::{Held, Kind, Release};
 use crate::naming;
@@ -657,24 +657,24 @@ impl Attempt {
             .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
-    /// Runs the acquire script once, in a task of the client, so that a grant is never lost:
-    /// if nobody is left to receive it (the caller was dropped, gave up at its deadline, or
-    /// timed out), the task releases the hold again.
+    /// Runs the acquire script once, so that a grant is never lost: the call is awaited here,
+    /// and if this future is dropped or gives up before the reply (at its deadline, or after
+    /// the command timeout), the call finishes in a task of the client, which releases the hold
+    /// again if it was granted.
     ///
     /// The caller waits for the reply up to the deadline plus [`ATTEMPT_GRACE`] (one attempt
-    /// without a deadline: up to the command timeout). The task waits longer, up to the lease:
-    /// a script sent to a stalled Redis still runs when Redis resumes, and its grant must be
-    /// undone then.
+    /// without a deadline: up to the command timeout). The detached call waits longer, up to the
+    /// lease: a script sent to a stalled Redis still runs when Redis resumes, and its grant must
+    /// be undone then.
     async fn run(&self, contended: bool) -> Result<Outcome> {
         let client = &self.hold.client;
         client.ensure_open()?;
         let command_timeout = client.config().command_timeout;
-        let (tx, rx) = oneshot::channel();
+        let reply_limit = command_timeout.max(Duration::from_millis(self.hold.lease_ms));
         let hold = self.hold.clone();
-        let reply_limit = command_timeout.max(Duration::from_millis(hold.lease_ms));
-        drop(client.spawn(async move {
+        let call = async move {
             // Wait for the reply up to the lease, but let a shutdown end the wait after one more
-            // command timeout: `Client::shutdown` waits for this task.
+            // command timeout: `Client::shutdown` waits for a detached call.
             let shutdown_grace = async {
                 hold.client.shut_down().await;
                 tokio::time::sleep(command_timeout).await;
@@ -686,21 +686,28 @@ impl Attempt {
                     after: command_timeout,
                 }),
             };
-            match tx.send(reply) {
-                Ok(()) | Err(Ok(AcquireReply::Held(_))) => {}
-                Err(Ok(AcquireReply::Acquired)) => {
-                    tracing::debug!(lock = %hold.name, "acquire abandoned after it was granted; releasing");
-                    if let Err(e) = hold.run().await {
-                        tracing::warn!(error = %e, "undoing an abandoned acquire failed; the lock expires with its lease");
+            (reply, hold)
+        };
+        let mut call = Detachable::new(
+            client,
+            call,
+            |(reply, hold): (Result<AcquireReply>, Release)| async move {
+                match reply {
+                    Ok(AcquireReply::Acquired) => {
+                        tracing::debug!(lock = %hold.name, "acquire abandoned after it was granted; releasing");
+                        if let Err(e) = hold.run().await {
+                            tracing::warn!(error = %e, "undoing an abandoned acquire failed; the lock expires with its lease");
+                        }
                     }
+                    Ok(AcquireReply::Held(_)) => {}
+                    Err(e) => tracing::warn!(
+                        lock = %hold.name,
+                        error = %e,
+                        "an abandoned acquire got no reply: if Redis runs it later, the hold expires with its lease"
+                    ),
                 }
-                Err(Err(e)) => tracing::warn!(
-                    lock = %hold.name,
-                    error = %e,
-                    "an abandoned acquire got no reply: if Redis runs it later, the hold expires with its lease"
-                ),
-            }
-        }));
+            },
+        );
         let limit = match self.remaining() {
             Some(remaining) if !remaining.is_zero() || contended => {
                 remaining + ATTEMPT_GRACE.min(command_timeout)
@@ -708,11 +715,7 @@ impl Attempt {
             // One attempt (try_lock), or the first attempt of a wait without deadline.
             _ => command_timeout,
         };
-        let mut rx = PendingReply {
-            rx,
-            undo: Some(self.hold.clone()),
-        };
-        let reply = match tokio::time::timeout(limit, &mut rx.rx).await {
+        let (reply, _) = match tokio::time::timeout(limit, &mut call).await {
             Ok(reply) => reply,
             // Past the deadline of a wait that saw the lock held: an ordinary "not acquired".
             Err(_) if contended && self.deadline.is_some() => return Ok(Outcome::GaveUp),
@@ -723,37 +726,9 @@ impl Attempt {
                 });
             }
         };
-        match reply {
-            Ok(Ok(AcquireReply::Acquired)) => Ok(Outcome::Acquired),
-            Ok(Ok(AcquireReply::Held(ttl))) => Ok(Outcome::Held(ttl)),
-            Ok(Err(e)) => Err(e),
-            // The task was dropped unrun: the runtime is shutting down.
-            Err(_) => Err(Error::Shutdown),
-        }
-    }
-}
-
-/// The receiving end of one attempt. Dropped with a grant already delivered but not read (the
-/// caller was dropped or gave up between the send and the read), it releases that grant.
-struct PendingReply {
-    rx: oneshot::Receiver<Result<AcquireReply>>,
-    undo: Option<Release>,
-}
-
-impl Drop for PendingReply {
-    fn drop(&mut self) {
-        // After close(), a send fails and the sending task undoes the grant itself; a value
-        // sent before close() is still here.
-        self.rx.close();
-        if let Ok(Ok(AcquireReply::Acquired)) = self.rx.try_recv()
-            && let Some(undo) = self.undo.take()
-        {
-            let client = undo.client.clone();
-            drop(client.spawn(async move {
-                if let Err(e) = undo.run().await {
-                    tracing::warn!(error = %e, "undoing an abandoned acquire failed; the lock expires with its lease");
-                }
-            }));
+        match reply? {
+            AcquireReply::Acquired => Ok(Outcome::Acquired),
+            AcquireReply::Held(ttl) => Ok(Outcome::Held(ttl)),
         }
     }
 }
@@ -897,8 +872,8 @@ impl LockGuard {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the release runs in a task of the client and completes even if this future
-    /// is dropped; only its result is lost.
+    /// Cancel safe: the release completes even if this future is dropped (it then finishes in a
+    /// task of the client); only its result is lost.
     ///
     /// # Examples
     ///

@@ -400,9 +400,9 @@ async fn acquire_dropped_on_its_first_poll_is_undone() {
 }
 
 /// Deterministic reproduction of the window behind the aborted-task leak: the acquire future
-/// is polled once (its script is sent), the script grants the lock and its reply is delivered
-/// to the waiting future, and then the future is dropped without being polled again (what
-/// `JoinHandle::abort`, a losing `select!` branch or a timeout firing at that moment do).
+/// is driven by hand until its script has run in Redis (granting the lock), then it is dropped
+/// without being polled again, with the reply delivered but unread (what `JoinHandle::abort`,
+/// a losing `select!` branch or a timeout firing at that moment do). The grant must be undone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_dropped_after_its_reply_arrived_is_undone() {
     use std::future::Future;
@@ -414,20 +414,41 @@ async fn acquire_dropped_after_its_reply_arrived_is_undone() {
     let name = unique_name("reply-dropped");
     let lock = client.lock(&name);
 
-    let mut acquire = Box::pin(lock.lock());
     let mut cx = Context::from_waker(Waker::noop());
-    assert!(matches!(acquire.as_mut().poll(&mut cx), Poll::Pending));
-    // The script ran and granted the lock; give its reply time to reach the future.
-    let start = Instant::now();
-    loop {
-        if exists(&mut raw, &name).await {
-            break;
+    let mut exercised = false;
+    for _ in 0..5 {
+        let mut acquire = Box::pin(lock.lock());
+        let start = Instant::now();
+        // Poll (which makes progress: connect, send), then look whether the script ran.
+        let completed = loop {
+            if let Poll::Ready(r) = acquire.as_mut().poll(&mut cx) {
+                break Some(r);
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            if exists(&mut raw, &name).await {
+                break None;
+            }
+            assert!(start.elapsed() < SETTLE, "the acquire script never ran");
+        };
+        match completed {
+            // Polled once more after the reply came: the window was missed; release, retry.
+            Some(r) => {
+                r.unwrap().unlock().await.unwrap();
+                continue;
+            }
+            None => {
+                // Granted in Redis; let the reply reach the future, then drop it unread.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                drop(acquire);
+                exercised = true;
+                break;
+            }
         }
-        assert!(start.elapsed() < SETTLE, "the acquire script never ran");
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    drop(acquire);
+    assert!(
+        exercised,
+        "never caught the acquire between its grant and its reply"
+    );
 
     wait_no_keys(&mut raw).await;
     assert_fresh_lock_succeeds(&client, &mut raw, &name).await;

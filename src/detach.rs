@@ -1,0 +1,72 @@
+//! Futures that finish in the background when their caller drops them.
+//!
+//! A Redis call that was sent has effects whether or not anyone reads its reply. The caller of
+//! an acquire or release awaits a [`Detachable`] directly (no task hop on the normal path); if
+//! the caller is dropped or times out before the call completes, the rest of the call moves to
+//! a task of the client, which hands the eventual outcome to a `finish` step (for an acquire:
+//! undo a grant nobody received).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::client::Client;
+
+/// A boxed, sendable, `'static` future.
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+type Finish<T> = Box<dyn FnOnce(T) -> BoxFuture<()> + Send + 'static>;
+
+/// A future that, dropped before it completes, completes in a task of the client and passes
+/// its output to `finish`.
+pub(crate) struct Detachable<T: Send + 'static> {
+    call: Option<BoxFuture<T>>,
+    finish: Option<Finish<T>>,
+    client: Client,
+}
+
+impl<T: Send + 'static> Detachable<T> {
+    pub(crate) fn new<F, G, GF>(client: &Client, call: F, finish: G) -> Self
+    where
+        F: Future<Output = T> + Send + 'static,
+        G: FnOnce(T) -> GF + Send + 'static,
+        GF: Future<Output = ()> + Send + 'static,
+    {
+        Self {
+            call: Some(Box::pin(call)),
+            finish: Some(Box::new(move |output| Box::pin(finish(output)))),
+            client: client.clone(),
+        }
+    }
+}
+
+impl<T: Send + 'static> Future for Detachable<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let Some(call) = self.call.as_mut() else {
+            // Completed already; a completed future is not polled again by correct callers.
+            return Poll::Pending;
+        };
+        let output = std::task::ready!(call.as_mut().poll(cx));
+        self.call = None;
+        self.finish = None;
+        Poll::Ready(output)
+    }
+}
+
+impl<T: Send + 'static> Drop for Detachable<T> {
+    fn drop(&mut self) {
+        if let (Some(call), Some(finish)) = (self.call.take(), self.finish.take()) {
+            drop(self.client.spawn(async move { finish(call.await).await }));
+        }
+    }
+}
+
+impl<T: Send + 'static> std::fmt::Debug for Detachable<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Detachable")
+            .field("pending", &self.call.is_some())
+            .finish()
+    }
+}
