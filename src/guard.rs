@@ -10,11 +10,11 @@ use crate::error::{Error, Result};
 use crate::owner::Owner;
 use crate::watchdog::{LostSignal, Watched};
 
-/// Which primitive a hold belongs to; selects the release script.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which primitive a hold belongs to, with what its release script needs beyond the name.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// A reentrant lock ([`crate::Lock`]).
-    Lock,
+    /// A reentrant lock ([`crate::Lock`]), publishing on this unlock channel.
+    Lock { channel: Arc<str> },
 }
 
 /// Everything needed to release one hold; runs on its own, detached from the guard.
@@ -31,8 +31,8 @@ pub(crate) struct Release {
 impl Release {
     /// Runs the release script once.
     pub(crate) async fn run(self) -> Result<()> {
-        match self.kind {
-            Kind::Lock => crate::lock::release(&self).await,
+        match &self.kind {
+            Kind::Lock { channel } => crate::lock::release(&self, channel).await,
         }
     }
 }

@@ -547,7 +547,9 @@ impl Lock {
         let attempt = Attempt {
             hold: Release {
                 client: self.client.clone(),
-                kind: Kind::Lock,
+                kind: Kind::Lock {
+                    channel: self.channel.clone(),
+                },
                 name: self.name.clone(),
                 field: self.field(owner),
                 lease_ms: lease_ms.unwrap_or_else(|| self.watchdog_ms()),
@@ -752,13 +754,12 @@ async fn acquire_script(hold: &Release, reply_limit: Duration) -> Result<Acquire
     }
 }
 
-async fn unlock_script(release: &Release) -> Result<UnlockReply> {
+async fn unlock_script(release: &Release, channel: &str) -> Result<UnlockReply> {
     let inner = release.client.inner();
-    let channel = naming::lock_channel(&release.name);
     let mut invocation = scripts::LOCK_UNLOCK.prepare_invoke();
     invocation
         .key(&*release.name)
-        .key(&channel)
+        .key(channel)
         .arg(UNLOCK_MESSAGE)
         .arg(release.lease_ms)
         .arg(&release.field)
@@ -776,8 +777,8 @@ async fn unlock_script(release: &Release) -> Result<UnlockReply> {
 }
 
 /// Releases one hold (guard unlock, drop, or undo of an abandoned acquire).
-pub(crate) async fn release(release: &Release) -> Result<()> {
-    match unlock_script(release).await? {
+pub(crate) async fn release(release: &Release, channel: &str) -> Result<()> {
+    match unlock_script(release, channel).await? {
         UnlockReply::StillHeld | UnlockReply::Released => Ok(()),
         UnlockReply::NotHeld => Err(Error::NotHeld {
             name: release.name.to_string(),
