@@ -41,7 +41,7 @@ pub enum Error {
         key: String,
     },
     /// An argument was out of range (zero or sub-millisecond lease, a duration too long for
-    /// Redis, an empty name).
+    /// Redis).
     InvalidArgument(String),
     /// The client was shut down with [`Client::shutdown`](crate::Client::shutdown).
     Shutdown,

@@ -24,3 +24,6 @@ pub use error::{BuildError, Error, Result};
 pub use lock::{Lock, LockGuard, LockOptions, Ttl};
 pub use owner::Owner;
 pub use redis;
+
+/// This crate's version, e.g. for a health endpoint or a conformance report.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
