@@ -1,0 +1,178 @@
+//! What each operation does with the crate.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redisson_sync::{Client, LockOptions, Owner};
+use serde_json::{Value, json};
+
+use crate::bench;
+use crate::counter::Counter;
+use crate::holds::Holds;
+use crate::protocol::{Code, Failure, Op, Reply, Request, Response, Stress, now_ns};
+
+/// First owner id of the `bench` tasks: far above the owners a driver numbers from 1.
+const BENCH_OWNER_BASE: u64 = 1 << 40;
+
+/// The agent's state, shared by every task.
+pub struct Agent {
+    pub client: Client,
+    counter: Counter,
+    holds: Holds,
+    next_bench_owner: AtomicU64,
+}
+
+impl Agent {
+    pub fn new(client: Client, counter: Counter) -> Self {
+        Self {
+            client,
+            counter,
+            holds: Holds::default(),
+            next_bench_owner: AtomicU64::new(BENCH_OWNER_BASE),
+        }
+    }
+
+    /// Runs one request and builds its response; lock operations are timed.
+    pub async fn handle(&self, request: Request) -> Response {
+        let timed = request.op.is_timed();
+        let start = now_ns();
+        let result = self.run(request.op).await;
+        let end = now_ns();
+        Response {
+            id: request.id,
+            result,
+            timing: timed.then_some((start, end)),
+        }
+    }
+
+    /// Forgets every lock held through the protocol (end of input): they stay in Redis until
+    /// their leases end.
+    pub fn forget_all(&self) {
+        self.holds.forget_all();
+    }
+
+    /// A fresh owner for one `bench` task, never used before in this process.
+    pub fn bench_owner(&self) -> Owner {
+        Owner::new(self.next_bench_owner.fetch_add(1, Ordering::Relaxed))
+    }
+
+    async fn run(&self, op: Op) -> Result<Reply, Failure> {
+        match op {
+            Op::Ping => Ok(vec![]),
+            Op::Lock { name, owner, lease } => {
+                let guard = self
+                    .client
+                    .lock(name)
+                    .lock_with_options(&options(owner, lease))
+                    .await?;
+                self.holds.push(guard);
+                Ok(vec![])
+            }
+            Op::TryLock {
+                name,
+                owner,
+                wait,
+                lease,
+            } => {
+                let lock = self.client.lock(name);
+                let guard = lock
+                    .try_lock_with_options(wait, &options(owner, lease))
+                    .await?;
+                let acquired = guard.is_some();
+                if let Some(guard) = guard {
+                    self.holds.push(guard);
+                }
+                Ok(vec![("acquired", acquired.into())])
+            }
+            Op::Unlock { name, owner } => self.unlock(&name, owner).await,
+            Op::ForceUnlock { name } => {
+                let released = self.client.lock(name).force_unlock().await?;
+                Ok(vec![("released", released.into())])
+            }
+            Op::IsLocked { name } => {
+                let locked = self.client.lock(name).is_locked().await?;
+                Ok(vec![("locked", locked.into())])
+            }
+            Op::IsHeld { name, owner } => {
+                let held = self.client.lock(name).is_held_by(Owner::new(owner)).await?;
+                Ok(vec![("held", held.into())])
+            }
+            Op::HoldCount { name, owner } => {
+                let count = self.client.lock(name).hold_count(Owner::new(owner)).await?;
+                Ok(vec![("count", count.into())])
+            }
+            Op::RemainingTtl { name } => {
+                let ttl = self.client.lock(name).remaining_ttl().await?;
+                Ok(vec![("ttl_ms", ttl.as_redis_millis().into())])
+            }
+            Op::Stress(stress) => self.stress(stress).await,
+            Op::Bench(spec) => bench::run(self, spec).await,
+        }
+    }
+
+    /// Releases the newest hold of `owner`. Without a stored hold the answer is `not_held`
+    /// without asking Redis; when Redis says the owner does not hold the lock, the owner's
+    /// other stored holds are stale and are forgotten.
+    async fn unlock(&self, name: &str, owner: u64) -> Result<Reply, Failure> {
+        let Some(guard) = self.holds.pop(name, owner) else {
+            return Err(Failure::new(
+                Code::NotHeld,
+                format!("{name} is not held by owner {owner}"),
+            ));
+        };
+        match guard.unlock().await {
+            Ok(()) => Ok(vec![]),
+            Err(e) => {
+                if e.is_not_held() {
+                    self.holds.forget(name, owner);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// `iterations` critical sections incrementing the shared counter.
+    async fn stress(&self, spec: Stress) -> Result<Reply, Failure> {
+        let lock = self.client.lock(&spec.name);
+        let options = options(spec.owner, None);
+        let mut intervals = Vec::new();
+        for _ in 0..spec.iterations {
+            let guard = lock.lock_with_options(&options).await?;
+            let acquired_ns = now_ns();
+            let section = self.increment(&spec.counter, spec.hold).await;
+            let releasing_ns = now_ns();
+            let released = guard.unlock().await;
+            section?;
+            released?;
+            if spec.record {
+                intervals.push(json!([acquired_ns, releasing_ns]));
+            }
+        }
+        let mut reply = vec![("done", spec.iterations.into())];
+        if spec.record {
+            reply.push(("intervals", Value::Array(intervals)));
+        }
+        Ok(reply)
+    }
+
+    /// The critical section of `stress`: GET, sleep, SET value + 1.
+    async fn increment(&self, counter: &str, hold: Duration) -> Result<(), Failure> {
+        let value = self.counter.get(counter).await?;
+        if !hold.is_zero() {
+            tokio::time::sleep(hold).await;
+        }
+        let next = value.checked_add(1).ok_or_else(|| {
+            Failure::new(Code::Redis, format!("counter {counter:?} is at i64::MAX"))
+        })?;
+        self.counter.set(counter, next).await
+    }
+}
+
+/// Acquisition options for protocol owner `owner`; no lease means the watchdog lease.
+fn options(owner: u64, lease: Option<Duration>) -> LockOptions {
+    let options = LockOptions::new().owner(Owner::new(owner));
+    match lease {
+        Some(lease) => options.lease(lease),
+        None => options,
+    }
+}

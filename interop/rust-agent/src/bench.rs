@@ -1,0 +1,86 @@
+//! `bench`: concurrent acquire+release loops, each task its own owner.
+
+use std::time::{Duration, Instant};
+
+use redisson_sync::LockOptions;
+use tokio::task::JoinSet;
+
+use crate::agent::Agent;
+use crate::protocol::{Bench, Code, Failure, Reply};
+
+/// Runs `spec.tasks` loops of `spec.iterations` lock/unlock pairs (watchdog lease) and reports
+/// the per-pair latencies. The first failure ends the bench (the other loops are dropped; the
+/// crate undoes what they were doing).
+pub async fn run(agent: &Agent, spec: Bench) -> Result<Reply, Failure> {
+    let started = Instant::now();
+    let mut loops = JoinSet::new();
+    for task in 0..spec.tasks {
+        let name = if spec.same_key {
+            spec.name.clone()
+        } else {
+            format!("{}:{task}", spec.name)
+        };
+        let lock = agent.client.lock(name);
+        let options = LockOptions::new().owner(agent.bench_owner());
+        let iterations = spec.iterations;
+        loops.spawn(async move {
+            let mut latencies = Vec::new();
+            for _ in 0..iterations {
+                let pair = Instant::now();
+                lock.lock_with_options(&options).await?.unlock().await?;
+                latencies.push(pair.elapsed());
+            }
+            Ok::<_, redisson_sync::Error>(latencies)
+        });
+    }
+    let mut latencies = Vec::new();
+    while let Some(joined) = loops.join_next().await {
+        match joined {
+            Ok(Ok(task_latencies)) => latencies.extend(task_latencies),
+            Ok(Err(e)) => return Err(e.into()),
+            Err(e) => return Err(Failure::new(Code::Redis, format!("bench task failed: {e}"))),
+        }
+    }
+    let elapsed = started.elapsed();
+    latencies.sort_unstable();
+    Ok(vec![
+        ("ops", latencies.len().into()),
+        ("elapsed_ns", nanos(elapsed).into()),
+        ("p50_us", micros(percentile(&latencies, 50)).into()),
+        ("p99_us", micros(percentile(&latencies, 99)).into()),
+        ("max_us", micros(latencies.last().copied()).into()),
+    ])
+}
+
+/// Nearest-rank percentile of sorted samples; `None` when there are none.
+fn percentile(sorted: &[Duration], p: usize) -> Option<Duration> {
+    let rank = (sorted.len() * p).div_ceil(100).max(1);
+    sorted.get(rank - 1).copied()
+}
+
+fn micros(d: Option<Duration>) -> f64 {
+    // From whole nanoseconds, so that the value prints as at most three decimals.
+    d.map_or(0.0, |d| nanos(d) as f64 / 1000.0)
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let samples: Vec<Duration> = (1..=100).map(Duration::from_micros).collect();
+        assert_eq!(percentile(&samples, 50), Some(Duration::from_micros(50)));
+        assert_eq!(percentile(&samples, 99), Some(Duration::from_micros(99)));
+        assert_eq!(
+            percentile(&samples[..1], 99),
+            Some(Duration::from_micros(1))
+        );
+        assert_eq!(percentile(&[], 50), None);
+        assert_eq!(micros(Some(Duration::from_nanos(897_513))), 897.513);
+    }
+}

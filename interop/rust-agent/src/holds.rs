@@ -1,0 +1,54 @@
+//! The guards of the locks held through the protocol, per lock name and owner.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use redisson_sync::LockGuard;
+
+/// Guards of held locks: one per hold, newest last (a reentrant lock pushes one more).
+///
+/// A guard taken out of here is always consumed explicitly, with `unlock()` or `forget()`:
+/// dropping a `LockGuard` would schedule a release of the lock in the background, which a
+/// stale guard must never do.
+#[derive(Debug, Default)]
+pub struct Holds {
+    guards: Mutex<HashMap<(String, u64), Vec<LockGuard>>>,
+}
+
+impl Holds {
+    pub fn push(&self, guard: LockGuard) {
+        let key = (guard.name().to_owned(), guard.owner().id());
+        self.lock().entry(key).or_default().push(guard);
+    }
+
+    /// Takes the newest hold of `owner` on `name`.
+    pub fn pop(&self, name: &str, owner: u64) -> Option<LockGuard> {
+        let mut guards = self.lock();
+        let key = (name.to_owned(), owner);
+        let stack = guards.get_mut(&key)?;
+        let guard = stack.pop();
+        if stack.is_empty() {
+            guards.remove(&key);
+        }
+        guard
+    }
+
+    /// Forgets every remaining hold of `owner` on `name`: Redis said it does not hold the lock,
+    /// so they are stale. Nothing is sent to Redis.
+    pub fn forget(&self, name: &str, owner: u64) {
+        let stale = self.lock().remove(&(name.to_owned(), owner));
+        stale.into_iter().flatten().for_each(LockGuard::forget);
+    }
+
+    /// Forgets every hold: the locks stay in Redis until their leases end, as after Redisson's
+    /// `shutdown()`.
+    pub fn forget_all(&self) {
+        let all = std::mem::take(&mut *self.lock());
+        all.into_values().flatten().for_each(LockGuard::forget);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<(String, u64), Vec<LockGuard>>> {
+        // Nothing here panics while holding the mutex; stay usable even if something did.
+        self.guards.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
