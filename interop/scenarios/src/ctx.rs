@@ -1,0 +1,271 @@
+//! What every scenario shares: options, the Redis server, the two long-lived agents, fresh
+//! names and owner numbers, and the request helpers.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::Connection;
+use serde_json::{Value, json};
+
+use crate::agent::{Agent, Impl};
+use crate::server::RedisServer;
+
+/// The watchdog of the long-lived agents: far longer than any scenario, so a lock is never
+/// freed by expiry unless a scenario asks for a lease.
+pub const LONG_WATCHDOG_MS: i64 = 600_000;
+
+pub struct Options {
+    pub root: PathBuf,
+    pub redisson: String,
+    pub smoke: bool,
+    pub only: Option<String>,
+    pub handoffs: usize,
+    pub iterations: u64,
+}
+
+impl Options {
+    pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Self, String> {
+        let mut options = Self {
+            root: std::env::current_dir().map_err(|e| e.to_string())?,
+            redisson: "4.7.0".into(),
+            smoke: false,
+            only: None,
+            handoffs: 50,
+            iterations: 50,
+        };
+        while let Some(arg) = args.next() {
+            let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
+            match arg.as_str() {
+                "--root" => options.root = PathBuf::from(value()?),
+                "--redisson" => options.redisson = value()?,
+                "--smoke" => options.smoke = true,
+                "--only" => options.only = Some(value()?),
+                "--handoffs" => options.handoffs = number(&arg, &value()?)?,
+                "--iterations" => options.iterations = number(&arg, &value()?)?,
+                _ => return Err(format!("unknown argument {arg:?}")),
+            }
+        }
+        if options.handoffs == 0 || options.iterations == 0 {
+            return Err("--handoffs and --iterations must be at least 1".into());
+        }
+        Ok(options)
+    }
+}
+
+fn number<T: std::str::FromStr>(arg: &str, text: &str) -> Result<T, String> {
+    text.parse()
+        .map_err(|_| format!("{arg}: not a positive number: {text:?}"))
+}
+
+pub struct Ctx {
+    pub options: Options,
+    pub root: PathBuf,
+    pub logs: PathBuf,
+    pub server: RedisServer,
+    /// Long-lived agents (watchdog [`LONG_WATCHDOG_MS`]) most scenarios share.
+    pub rust: Agent,
+    pub java: Agent,
+    next_owner: AtomicU64,
+    next_agent: AtomicU64,
+    next_name: AtomicU64,
+    run_tag: String,
+}
+
+impl Ctx {
+    pub fn start(options: Options) -> Result<Self, String> {
+        let root = options.root.clone();
+        let logs = root.join("target/interop-logs").join(&options.redisson);
+        std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+        let server = RedisServer::start(&logs)?;
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let long = ["--watchdog-ms".to_string(), LONG_WATCHDOG_MS.to_string()];
+        let start = |imp: Impl, n: u64| {
+            start_agent(&root, &logs, &server, &options.redisson, imp, n, &long)
+        };
+        let rust = start(Impl::Rust, 1)?;
+        let java = start(Impl::Java, 1)?;
+        Ok(Self {
+            root: root.clone(),
+            logs,
+            rust,
+            java,
+            server,
+            next_owner: AtomicU64::new(1),
+            next_agent: AtomicU64::new(2),
+            next_name: AtomicU64::new(1),
+            run_tag: format!("{:x}", (nanos as u64) ^ u64::from(std::process::id())),
+            options,
+        })
+    }
+
+    /// The long-lived agent of this implementation.
+    pub fn agent(&self, imp: Impl) -> &Agent {
+        match imp {
+            Impl::Rust => &self.rust,
+            Impl::Java => &self.java,
+        }
+    }
+
+    /// A fresh agent with these extra options (e.g. `--watchdog-ms 1500`).
+    pub fn start_agent(&self, imp: Impl, extra: &[&str]) -> Result<Agent, String> {
+        let n = self.next_agent.fetch_add(1, Ordering::Relaxed);
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        start_agent(
+            &self.root,
+            &self.logs,
+            &self.server,
+            &self.options.redisson,
+            imp,
+            n,
+            &extra,
+        )
+    }
+
+    /// A connection for looking at what Redis holds.
+    pub fn con(&self) -> Result<Connection, String> {
+        self.server.connect()
+    }
+
+    /// An owner number no earlier scenario used, so an owner left blocked by a failed
+    /// scenario never delays a later one. Each scenario takes a block of ten.
+    pub fn owner(&self) -> u64 {
+        self.next_owner.fetch_add(10, Ordering::Relaxed)
+    }
+
+    /// A lock name no other scenario or run uses.
+    pub fn name(&self, scenario: &str) -> String {
+        let n = self.next_name.fetch_add(1, Ordering::Relaxed);
+        format!("interop:{scenario}:{}:{n}", self.run_tag)
+    }
+}
+
+fn start_agent(
+    root: &std::path::Path,
+    logs: &std::path::Path,
+    server: &RedisServer,
+    redisson: &str,
+    imp: Impl,
+    n: u64,
+    extra: &[String],
+) -> Result<Agent, String> {
+    let label = format!("{imp}#{n}");
+    let mut args = extra.to_vec();
+    if imp == Impl::Java {
+        args.extend(["--redisson".to_string(), redisson.to_string()]);
+    }
+    let log = logs.join(format!("agent-{imp}-{n}.log"));
+    Agent::start(root, imp, label, &server.url(), &args, &log)
+}
+
+/// `redisson_lock__channel:{N}` (prefixName of REDISSON_LAYOUT §1.2).
+pub fn channel(name: &str) -> String {
+    if name.contains('{') {
+        format!("redisson_lock__channel:{name}")
+    } else {
+        format!("redisson_lock__channel:{{{name}}}")
+    }
+}
+
+/// CLOCK_MONOTONIC in ns, the clock of the agents' `start_ns` / `end_ns`.
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+// ---- requests -------------------------------------------------------------------------------
+
+pub fn lock_request(name: &str, owner: u64, lease_ms: Option<i64>) -> Value {
+    let mut request = json!({"op": "lock", "kind": "lock", "name": name, "owner": owner});
+    if let Some(lease) = lease_ms {
+        request["lease_ms"] = json!(lease);
+    }
+    request
+}
+
+/// `lock` (watchdog lease), which must succeed; the response.
+pub fn lock(agent: &Agent, name: &str, owner: u64) -> Result<Value, String> {
+    agent.call(lock_request(name, owner, None))
+}
+
+pub fn try_lock(agent: &Agent, name: &str, owner: u64, wait_ms: i64) -> Result<bool, String> {
+    let reply = agent.call(json!({"op": "try_lock", "kind": "lock", "name": name,
+                                  "owner": owner, "wait_ms": wait_ms}))?;
+    bool_field(agent, &reply, "acquired")
+}
+
+/// `unlock`, which must succeed; the response.
+pub fn unlock(agent: &Agent, name: &str, owner: u64) -> Result<Value, String> {
+    agent.call(json!({"op": "unlock", "kind": "lock", "name": name, "owner": owner}))
+}
+
+/// `unlock` that must fail; the error code.
+pub fn unlock_error(agent: &Agent, name: &str, owner: u64) -> Result<String, String> {
+    let reply =
+        agent.reply(json!({"op": "unlock", "kind": "lock", "name": name, "owner": owner}))?;
+    if reply["ok"] == true {
+        return Err(format!(
+            "{}: unlock by owner {owner} succeeded",
+            agent.label
+        ));
+    }
+    Ok(reply["error"].as_str().unwrap_or_default().to_string())
+}
+
+pub fn force_unlock(agent: &Agent, name: &str) -> Result<(bool, Value), String> {
+    let reply = agent.call(json!({"op": "force_unlock", "kind": "lock", "name": name}))?;
+    Ok((bool_field(agent, &reply, "released")?, reply))
+}
+
+pub fn is_locked(agent: &Agent, name: &str) -> Result<bool, String> {
+    let reply = agent.call(json!({"op": "is_locked", "kind": "lock", "name": name}))?;
+    bool_field(agent, &reply, "locked")
+}
+
+pub fn is_held(agent: &Agent, name: &str, owner: u64) -> Result<bool, String> {
+    let reply =
+        agent.call(json!({"op": "is_held", "kind": "lock", "name": name, "owner": owner}))?;
+    bool_field(agent, &reply, "held")
+}
+
+pub fn hold_count(agent: &Agent, name: &str, owner: u64) -> Result<i64, String> {
+    let reply =
+        agent.call(json!({"op": "hold_count", "kind": "lock", "name": name, "owner": owner}))?;
+    int_field(agent, &reply, "count")
+}
+
+pub fn remaining_ttl(agent: &Agent, name: &str) -> Result<i64, String> {
+    let reply = agent.call(json!({"op": "remaining_ttl", "kind": "lock", "name": name}))?;
+    int_field(agent, &reply, "ttl_ms")
+}
+
+pub fn bool_field(agent: &Agent, reply: &Value, field: &str) -> Result<bool, String> {
+    reply[field]
+        .as_bool()
+        .ok_or_else(|| format!("{}: no bool {field:?} in {reply}", agent.label))
+}
+
+pub fn int_field(agent: &Agent, reply: &Value, field: &str) -> Result<i64, String> {
+    reply[field]
+        .as_i64()
+        .ok_or_else(|| format!("{}: no integer {field:?} in {reply}", agent.label))
+}
+
+pub fn ns_field(agent: &Agent, reply: &Value, field: &str) -> Result<u64, String> {
+    reply[field]
+        .as_u64()
+        .ok_or_else(|| format!("{}: no {field:?} timestamp in {reply}", agent.label))
+}

@@ -1,0 +1,79 @@
+//! Scenario runner for the Rust <-> Java (Redisson) lock conformance tests.
+//!
+//! Starts its own `redis-server` on a free port of 127.0.0.1 and the two conformance agents
+//! (`interop/agent rust|java`, see CONFORMANCE_PROTOCOL.md), runs every scenario in both
+//! directions (Java holds / Rust waits, and Rust holds / Java waits), prints one line per
+//! scenario and a final `N passed, M failed`, and exits non-zero on any failure.
+//!
+//! ```text
+//! interop/run [--redisson VERSION] [--smoke] [--only SUBSTRING] [--handoffs N] [--iterations N]
+//! ```
+//! (`interop/run` builds the agents first; this binary itself never compiles anything.)
+
+mod agent;
+mod ctx;
+mod scenarios;
+mod server;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use ctx::{Ctx, Options};
+
+fn main() -> ExitCode {
+    let options = match Options::parse(std::env::args().skip(1)) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("interop-scenarios: {message}");
+            eprintln!(
+                "usage: interop-scenarios [--root DIR] [--redisson VERSION] [--smoke] \
+                 [--only SUBSTRING] [--handoffs N] [--iterations N]"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let ctx = match Ctx::start(options) {
+        Ok(ctx) => ctx,
+        Err(message) => {
+            eprintln!("interop-scenarios: cannot start: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "redis {} | rust agent {} | java agent: Redisson {} | logs in {}",
+        ctx.server.url(),
+        ctx.rust.version,
+        ctx.java.version,
+        relative(&ctx.root, &ctx.logs).display()
+    );
+
+    let (mut passed, mut failed) = (0, 0);
+    for run in scenarios::plan(&ctx.options) {
+        let started = Instant::now();
+        let outcome = (run.scenario.run)(&ctx, run.holder, run.waiter);
+        let took = started.elapsed().as_secs_f64();
+        match outcome {
+            Ok(detail) => {
+                passed += 1;
+                println!("PASS  {:<44} {took:>5.1} s  {detail}", run.label());
+            }
+            Err(reason) => {
+                failed += 1;
+                println!("FAIL  {:<44} {took:>5.1} s  {reason}", run.label());
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed == 0 && passed > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn relative(root: &std::path::Path, path: &std::path::Path) -> PathBuf {
+    path.strip_prefix(root)
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| path.to_path_buf())
+}

@@ -1,0 +1,1076 @@
+//! The scenarios of issue 3, each a function of (context, holder side, other side).
+//!
+//! Every scenario checks exact effects in Redis (key type, fields, values, TTL ranges,
+//! messages) besides the agents' answers. Latencies are reported; the only time bounds
+//! asserted are the ones that tell what woke a waiter (a message, not a lease expiry or a
+//! periodic re-check), each far from what the machine needs.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use redis::Connection;
+use serde_json::json;
+
+use crate::agent::{Agent, Impl};
+use crate::ctx::*;
+use crate::server::{KeyState, all_keys, key_state, numsub, query};
+
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        let holds: bool = $cond;
+        if !holds {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+
+macro_rules! ensure_eq {
+    ($left:expr, $right:expr, $($fmt:tt)+) => {{
+        match (&$left, &$right) {
+            (left, right) => {
+                if left != right {
+                    return Err(format!("{}: got {:?}, expected {:?}", format!($($fmt)+), left, right));
+                }
+            }
+        }
+    }};
+}
+
+type Run = fn(&Ctx, Impl, Impl) -> Result<String, String>;
+
+pub struct Scenario {
+    pub name: &'static str,
+    /// Part of the smoke subset run against the older Redisson line.
+    pub smoke: bool,
+    /// Run twice, once with each side holding; otherwise once, holder/waiter unused.
+    pub directed: bool,
+    pub run: Run,
+}
+
+const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "exclusion",
+        smoke: true,
+        directed: true,
+        run: exclusion,
+    },
+    Scenario {
+        name: "wake-up by message",
+        smoke: true,
+        directed: true,
+        run: wake_up,
+    },
+    Scenario {
+        name: "reentrancy",
+        smoke: true,
+        directed: true,
+        run: reentrancy,
+    },
+    Scenario {
+        name: "queries agree",
+        smoke: false,
+        directed: true,
+        run: queries_agree,
+    },
+    Scenario {
+        name: "not_held",
+        smoke: true,
+        directed: true,
+        run: not_held,
+    },
+    Scenario {
+        name: "force_unlock",
+        smoke: true,
+        directed: true,
+        run: force_unlock_wakes,
+    },
+    Scenario {
+        name: "watchdog",
+        smoke: false,
+        directed: true,
+        run: watchdog,
+    },
+    Scenario {
+        name: "explicit lease",
+        smoke: false,
+        directed: true,
+        run: explicit_lease,
+    },
+    Scenario {
+        name: "same bytes in redis",
+        smoke: true,
+        directed: false,
+        run: same_bytes,
+    },
+    Scenario {
+        name: "mixed stress",
+        smoke: false,
+        directed: false,
+        run: mixed_stress,
+    },
+];
+
+pub struct PlannedRun {
+    pub scenario: &'static Scenario,
+    pub holder: Impl,
+    pub waiter: Impl,
+}
+
+impl PlannedRun {
+    pub fn label(&self) -> String {
+        if self.scenario.directed {
+            format!(
+                "{} ({} holds, {} waits)",
+                self.scenario.name, self.holder, self.waiter
+            )
+        } else {
+            format!("{} (rust and java)", self.scenario.name)
+        }
+    }
+}
+
+pub fn plan(options: &Options) -> Vec<PlannedRun> {
+    let mut runs = Vec::new();
+    for scenario in SCENARIOS {
+        if options.smoke && !scenario.smoke {
+            continue;
+        }
+        if options
+            .only
+            .as_ref()
+            .is_some_and(|only| !scenario.name.contains(only.as_str()))
+        {
+            continue;
+        }
+        if scenario.directed {
+            runs.push(PlannedRun {
+                scenario,
+                holder: Impl::Java,
+                waiter: Impl::Rust,
+            });
+            runs.push(PlannedRun {
+                scenario,
+                holder: Impl::Rust,
+                waiter: Impl::Java,
+            });
+        } else {
+            runs.push(PlannedRun {
+                scenario,
+                holder: Impl::Rust,
+                waiter: Impl::Java,
+            });
+        }
+    }
+    runs
+}
+
+/// Upper bound for "woken by the unlock message": far above a local round trip, and below
+/// both the Rust agent's 1 s re-check and any lease used here.
+const WAKE_BOUND_MS: f64 = 500.0;
+
+// ---- helpers --------------------------------------------------------------------------------
+
+/// The single field of the lock hash, checked to be `agent`'s: `<client_id>:<decimal>`.
+fn holder_field(state: &KeyState, agent: &Agent) -> Result<String, String> {
+    ensure_eq!(state.kind.as_str(), "hash", "lock key type");
+    ensure!(
+        state.fields.len() == 1,
+        "lock hash should have one field: {:?}",
+        state.fields
+    );
+    let field = &state.fields[0].0;
+    let thread = field.strip_prefix(&format!("{}:", agent.client_id));
+    ensure!(
+        thread.is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())),
+        "field {field:?} is not <client_id of {}>:<decimal>",
+        agent.label
+    );
+    Ok(field.clone())
+}
+
+/// Checks `agent` holds `name` with `count` holds, and returns the key's state.
+fn expect_holder(
+    con: &mut Connection,
+    name: &str,
+    agent: &Agent,
+    count: u32,
+) -> Result<KeyState, String> {
+    let state = key_state(con, name)?;
+    holder_field(&state, agent)?;
+    ensure_eq!(
+        state.fields[0].1,
+        count.to_string(),
+        "hold count in the hash of {name}"
+    );
+    ensure!(state.pttl > 0, "{name} should expire, PTTL {}", state.pttl);
+    Ok(state)
+}
+
+fn expect_free(con: &mut Connection, name: &str) -> Result<(), String> {
+    let state = key_state(con, name)?;
+    ensure_eq!(state.kind.as_str(), "none", "{name} should be gone");
+    Ok(())
+}
+
+/// Waits until `channel` has at least `subscribers` (each waiting agent subscribes once),
+/// lets the waiters finish their attempt after subscribing, and checks none got the lock.
+fn wait_waiting(
+    con: &mut Connection,
+    channel: &str,
+    subscribers: i64,
+    pending: &[(&Agent, u64)],
+) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while numsub(con, channel)? < subscribers {
+        ensure!(
+            Instant::now() < deadline,
+            "no {subscribers} subscriber(s) on {channel} in 10 s"
+        );
+        for (agent, id) in pending {
+            ensure!(
+                agent.poll(*id).is_none(),
+                "{} answered while the lock was held: {:?}",
+                agent.label,
+                agent.poll(*id)
+            );
+        }
+        thread::sleep(ms(2));
+    }
+    thread::sleep(ms(30));
+    for (agent, id) in pending {
+        ensure!(
+            agent.poll(*id).is_none(),
+            "{} answered while the lock was held: {:?}",
+            agent.label,
+            agent.poll(*id)
+        );
+    }
+    Ok(())
+}
+
+/// The response to a pending `lock`, which must be a success.
+fn acquired(agent: &Agent, id: u64, within: Duration) -> Result<serde_json::Value, String> {
+    let reply = agent.wait(id, within)?;
+    ensure!(reply["ok"] == true, "{}: lock failed: {reply}", agent.label);
+    Ok(reply)
+}
+
+fn millis_between(earlier_ns: u64, later_ns: u64) -> f64 {
+    (later_ns as f64 - earlier_ns as f64) / 1e6
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// A plain subscriber on some channels, recording every message's payload in order.
+struct Subscriber {
+    messages: Arc<Mutex<Vec<(String, String)>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Subscriber {
+    fn start(ctx: &Ctx, channels: &[String]) -> Result<Self, String> {
+        let mut con = ctx.con()?;
+        let messages = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (sink, flag, channels) = (Arc::clone(&messages), Arc::clone(&stop), channels.to_vec());
+        let thread = thread::spawn(move || {
+            let mut pubsub = con.as_pubsub();
+            let subscribed = pubsub
+                .subscribe(&channels)
+                .and_then(|()| pubsub.set_read_timeout(Some(ms(20))));
+            let _ = ready_tx.send(subscribed.map_err(|e| e.to_string()));
+            while !flag.load(Ordering::Relaxed) {
+                match pubsub.get_message() {
+                    Ok(msg) => {
+                        let payload: String = msg.get_payload().unwrap_or_default();
+                        sink.lock()
+                            .unwrap()
+                            .push((msg.get_channel_name().to_string(), payload));
+                    }
+                    Err(e) if e.is_timeout() => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        ready_rx
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|e| e.to_string())??;
+        Ok(Self {
+            messages,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The payloads received so far, after giving late messages `settle` to arrive.
+    fn payloads(&self, settle: Duration) -> Vec<String> {
+        thread::sleep(settle);
+        self.messages
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, p)| p.clone())
+            .collect()
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+// ---- scenarios ------------------------------------------------------------------------------
+
+/// While one side holds, the other's `try_lock` is false and `is_locked` is true on both.
+fn exclusion(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
+    let (a, b) = (ctx.agent(holder), ctx.agent(other));
+    let (name, owner, mut con) = (ctx.name("exclusion"), ctx.owner(), ctx.con()?);
+
+    lock(a, &name, owner)?;
+    let held = expect_holder(&mut con, &name, a, 1)?;
+    ensure!(
+        !try_lock(b, &name, owner, 0)?,
+        "{} got a lock {} holds (same owner number)",
+        b.label,
+        a.label
+    );
+    ensure!(
+        !try_lock(b, &name, owner + 1, 0)?,
+        "{} got a lock {} holds",
+        b.label,
+        a.label
+    );
+    let waited = Instant::now();
+    ensure!(
+        !try_lock(b, &name, owner + 1, 200)?,
+        "{} got it by waiting 200 ms",
+        b.label
+    );
+    let waited = waited.elapsed();
+    ensure!(
+        waited >= ms(190),
+        "try_lock with wait_ms 200 returned after {waited:?}"
+    );
+    ensure!(
+        is_locked(a, &name)? && is_locked(b, &name)?,
+        "is_locked should be true on both"
+    );
+    ensure_eq!(
+        key_state(&mut con, &name)?.fields,
+        held.fields,
+        "failed attempts changed the hash"
+    );
+
+    unlock(a, &name, owner)?;
+    expect_free(&mut con, &name)?;
+    ensure!(
+        !is_locked(a, &name)? && !is_locked(b, &name)?,
+        "is_locked after unlock"
+    );
+    ensure!(
+        try_lock(b, &name, owner, 0)?,
+        "{} could not take the freed lock",
+        b.label
+    );
+    expect_holder(&mut con, &name, b, 1)?;
+    ensure!(
+        !try_lock(a, &name, owner, 0)?,
+        "{} got the lock {} now holds",
+        a.label,
+        b.label
+    );
+    unlock(b, &name, owner)?;
+    expect_free(&mut con, &name)?;
+    Ok(format!(
+        "try_lock false both ways, is_locked true on both; wait 200 ms took {waited:?}"
+    ))
+}
+
+/// A blocked `lock` acquires within milliseconds of the other side's `unlock`, with a
+/// watchdog of 10 minutes: p50 over `--handoffs` handoffs.
+fn wake_up(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
+    let (a, b) = (ctx.agent(holder), ctx.agent(waiter));
+    let (name, owner, mut con) = (ctx.name("wakeup"), ctx.owner(), ctx.con()?);
+    let channel = channel(&name);
+    let handoffs = if ctx.options.smoke {
+        ctx.options.handoffs.min(10)
+    } else {
+        ctx.options.handoffs
+    };
+    let mut latencies = Vec::with_capacity(handoffs);
+    for i in 0..handoffs {
+        lock(a, &name, owner)?;
+        let pending = b.send(lock_request(&name, owner, None))?;
+        wait_waiting(&mut con, &channel, 1, &[(b, pending)])?;
+        expect_holder(&mut con, &name, a, 1)?;
+        let released = unlock(a, &name, owner)?;
+        let got = acquired(b, pending, Duration::from_secs(5))?;
+        let latency = millis_between(
+            ns_field(a, &released, "start_ns")?,
+            ns_field(b, &got, "end_ns")?,
+        );
+        ensure!(
+            latency > 0.0 && latency < WAKE_BOUND_MS,
+            "handoff {i}: {} acquired {latency:.3} ms after the unlock started",
+            b.label
+        );
+        expect_holder(&mut con, &name, b, 1)?;
+        unlock(b, &name, owner)?;
+        latencies.push(latency);
+    }
+    expect_free(&mut con, &name)?;
+    latencies.sort_by(f64::total_cmp);
+    Ok(format!(
+        "{handoffs} handoffs, unlock start -> acquired: p50 {:.2} ms, p90 {:.2} ms, max {:.2} ms",
+        percentile(&latencies, 50.0),
+        percentile(&latencies, 90.0),
+        latencies[latencies.len() - 1]
+    ))
+}
+
+/// Lock twice; the other side sees it held; one unlock keeps it held; the second frees it
+/// and wakes the waiter.
+fn reentrancy(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
+    let (a, b) = (ctx.agent(holder), ctx.agent(waiter));
+    let (name, owner, mut con) = (ctx.name("reentrancy"), ctx.owner(), ctx.con()?);
+
+    lock(a, &name, owner)?;
+    ensure!(
+        try_lock(a, &name, owner, 0)?,
+        "{} could not re-enter with try_lock",
+        a.label
+    );
+    expect_holder(&mut con, &name, a, 2)?;
+    ensure_eq!(hold_count(a, &name, owner)?, 2, "hold_count on {}", a.label);
+    ensure!(is_locked(b, &name)?, "{} should see it locked", b.label);
+    ensure!(
+        !try_lock(b, &name, owner, 0)?,
+        "{} got a lock held twice",
+        b.label
+    );
+
+    unlock(a, &name, owner)?;
+    let state = expect_holder(&mut con, &name, a, 1)?;
+    ensure!(
+        state.pttl > LONG_WATCHDOG_MS - 5_000,
+        "a partial unlock re-applies the lease: PTTL {}",
+        state.pttl
+    );
+    ensure_eq!(
+        hold_count(a, &name, owner)?,
+        1,
+        "hold_count after one unlock"
+    );
+    ensure!(
+        is_locked(b, &name)?,
+        "{} should still see it locked",
+        b.label
+    );
+    ensure!(
+        !try_lock(b, &name, owner, 0)?,
+        "{} got a lock still held once",
+        b.label
+    );
+
+    let pending = b.send(lock_request(&name, owner, None))?;
+    wait_waiting(&mut con, &channel(&name), 1, &[(b, pending)])?;
+    let released = unlock(a, &name, owner)?;
+    let got = acquired(b, pending, Duration::from_secs(5))?;
+    let latency = millis_between(
+        ns_field(a, &released, "start_ns")?,
+        ns_field(b, &got, "end_ns")?,
+    );
+    ensure!(
+        latency < WAKE_BOUND_MS,
+        "waiter woke {latency:.1} ms after the last unlock"
+    );
+    expect_holder(&mut con, &name, b, 1)?;
+    ensure_eq!(
+        hold_count(a, &name, owner)?,
+        0,
+        "hold_count on {} after it let go",
+        a.label
+    );
+    unlock(b, &name, owner)?;
+    expect_free(&mut con, &name)?;
+    Ok(format!(
+        "counts 2 -> 1 -> 0; waiter woke {latency:.2} ms after the last unlock"
+    ))
+}
+
+/// `hold_count`, `is_held`, `remaining_ttl` (and `is_locked`) give the same answers from both
+/// agents, about a lock held by `holder`'s side: watchdog lease, explicit lease, no expiry,
+/// no key.
+fn queries_agree(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
+    let (a, b) = (ctx.agent(holder), ctx.agent(other));
+    let (name, owner, mut con) = (ctx.name("queries"), ctx.owner(), ctx.con()?);
+
+    // Held twice with the watchdog lease.
+    lock(a, &name, owner)?;
+    lock(a, &name, owner)?;
+    let (ttl_a, ttl_b) = (remaining_ttl(a, &name)?, remaining_ttl(b, &name)?);
+    let pttl = key_state(&mut con, &name)?.pttl;
+    for (who, ttl) in [(a, ttl_a), (b, ttl_b)] {
+        ensure!(
+            ttl > LONG_WATCHDOG_MS - 5_000 && ttl <= LONG_WATCHDOG_MS,
+            "{}: remaining_ttl {ttl} for a {LONG_WATCHDOG_MS} ms watchdog lease",
+            who.label
+        );
+        ensure!(is_locked(who, &name)?, "{}: is_locked", who.label);
+        ensure!(
+            (ttl - pttl).abs() < 2_000,
+            "{}: remaining_ttl {ttl} vs PTTL {pttl}",
+            who.label
+        );
+    }
+    ensure!(
+        is_held(a, &name, owner)?,
+        "{}: is_held by the holder",
+        a.label
+    );
+    ensure_eq!(
+        hold_count(a, &name, owner)?,
+        2,
+        "{}: hold_count of the holder",
+        a.label
+    );
+    // The same owner number on the other agent is another client's thread.
+    ensure!(
+        !is_held(b, &name, owner)?,
+        "{}: is_held by its own owner {owner}",
+        b.label
+    );
+    ensure_eq!(
+        hold_count(b, &name, owner)?,
+        0,
+        "{}: hold_count of its own owner",
+        b.label
+    );
+    unlock(a, &name, owner)?;
+    unlock(a, &name, owner)?;
+
+    // No key at all.
+    for who in [a, b] {
+        ensure_eq!(
+            remaining_ttl(who, &name)?,
+            -2,
+            "{}: remaining_ttl without key",
+            who.label
+        );
+        ensure!(
+            !is_locked(who, &name)?,
+            "{}: is_locked without key",
+            who.label
+        );
+        ensure!(
+            !is_held(who, &name, owner)?,
+            "{}: is_held without key",
+            who.label
+        );
+        ensure_eq!(
+            hold_count(who, &name, owner)?,
+            0,
+            "{}: hold_count without key",
+            who.label
+        );
+    }
+
+    // An explicit 20 s lease.
+    a.call(lock_request(&name, owner, Some(20_000)))?;
+    for who in [a, b] {
+        let ttl = remaining_ttl(who, &name)?;
+        ensure!(
+            ttl > 18_000 && ttl <= 20_000,
+            "{}: remaining_ttl {ttl} for a 20 s lease",
+            who.label
+        );
+    }
+    unlock(a, &name, owner)?;
+
+    // A lock hash without expiry (written by hand, as a crashed or odd client could leave).
+    let foreign = "00000000-0000-4000-8000-000000000000:7";
+    query::<i64>(&mut con, redis::cmd("HSET").arg(&name).arg(foreign).arg(1))?;
+    for who in [a, b] {
+        ensure_eq!(
+            remaining_ttl(who, &name)?,
+            -1,
+            "{}: remaining_ttl without expiry",
+            who.label
+        );
+        ensure!(
+            is_locked(who, &name)?,
+            "{}: is_locked on a foreign hold",
+            who.label
+        );
+        ensure!(
+            !is_held(who, &name, owner)?,
+            "{}: is_held on a foreign hold",
+            who.label
+        );
+        ensure_eq!(
+            hold_count(who, &name, owner)?,
+            0,
+            "{}: hold_count, foreign",
+            who.label
+        );
+    }
+    query::<i64>(&mut con, redis::cmd("DEL").arg(&name))?;
+    Ok(format!(
+        "watchdog TTL {ttl_a} vs {ttl_b} ms; explicit lease, no expiry, no key agree"
+    ))
+}
+
+/// Unlocking a lock held by the other side fails with `not_held` and changes nothing.
+fn not_held(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
+    let (a, b) = (ctx.agent(holder), ctx.agent(other));
+    let (name, owner, mut con) = (ctx.name("notheld"), ctx.owner(), ctx.con()?);
+    let subscriber = Subscriber::start(ctx, &[channel(&name)])?;
+
+    lock(a, &name, owner)?;
+    let before = expect_holder(&mut con, &name, a, 1)?;
+    let keys_before = all_keys(&mut con)?;
+    for o in [owner, owner + 1] {
+        ensure_eq!(
+            unlock_error(b, &name, o)?.as_str(),
+            "not_held",
+            "{} unlock by owner {o}",
+            b.label
+        );
+    }
+    // The holder's other owner is not the holder either.
+    ensure_eq!(
+        unlock_error(a, &name, owner + 1)?.as_str(),
+        "not_held",
+        "{} other owner",
+        a.label
+    );
+    let after = key_state(&mut con, &name)?;
+    ensure_eq!(after.fields, before.fields, "the hash after failed unlocks");
+    ensure!(
+        after.pttl <= before.pttl,
+        "a failed unlock extended the lease: {} -> {}",
+        before.pttl,
+        after.pttl
+    );
+    ensure_eq!(
+        all_keys(&mut con)?,
+        keys_before,
+        "keys after failed unlocks"
+    );
+    ensure_eq!(
+        subscriber.payloads(ms(100)),
+        Vec::<String>::new(),
+        "messages after failed unlocks"
+    );
+    ensure_eq!(hold_count(a, &name, owner)?, 1, "{} still holds", a.label);
+
+    unlock(a, &name, owner)?;
+    expect_free(&mut con, &name)?;
+    ensure_eq!(
+        subscriber.payloads(ms(100)),
+        vec!["0".to_string()],
+        "messages after the unlock"
+    );
+    Ok("3 foreign unlocks refused; hash, TTL, keys and channel untouched".into())
+}
+
+/// `force_unlock` from the other side frees the holder's lock and wakes a waiter; with a
+/// waiter on each side, both get the lock in turn.
+fn force_unlock_wakes(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
+    let (a, b) = (ctx.agent(holder), ctx.agent(other));
+    let (name, owner, mut con) = (ctx.name("force"), ctx.owner(), ctx.con()?);
+    let channel = channel(&name);
+    let subscriber = Subscriber::start(ctx, std::slice::from_ref(&channel))?;
+
+    lock(a, &name, owner)?;
+    let wait_b = b.send(lock_request(&name, owner, None))?;
+    let wait_a = a.send(lock_request(&name, owner + 1, None))?;
+    // Both agents subscribed, plus our own subscriber.
+    wait_waiting(&mut con, &channel, 3, &[(b, wait_b), (a, wait_a)])?;
+
+    let (released, forced) = force_unlock(b, &name)?;
+    ensure!(
+        released,
+        "force_unlock of a held lock answered released=false"
+    );
+    let forced_ns = ns_field(b, &forced, "start_ns")?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (first, first_owner, first_reply, second, second_owner, second_id) = loop {
+        if let Some(reply) = b.poll(wait_b) {
+            break (b, owner, reply, a, owner + 1, wait_a);
+        }
+        if let Some(reply) = a.poll(wait_a) {
+            break (a, owner + 1, reply, b, owner, wait_b);
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "no waiter acquired within 5 s of force_unlock"
+        );
+        thread::sleep(ms(1));
+    };
+    ensure!(
+        first_reply["ok"] == true,
+        "{}: lock failed: {first_reply}",
+        first.label
+    );
+    let woke = millis_between(forced_ns, ns_field(first, &first_reply, "end_ns")?);
+    ensure!(
+        woke < WAKE_BOUND_MS,
+        "{} acquired {woke:.1} ms after force_unlock",
+        first.label
+    );
+    expect_holder(&mut con, &name, first, 1)?;
+    ensure!(
+        second.poll(second_id).is_none(),
+        "both waiters hold the lock"
+    );
+
+    let released = unlock(first, &name, first_owner)?;
+    let got = acquired(second, second_id, Duration::from_secs(5))?;
+    let handoff = millis_between(
+        ns_field(first, &released, "start_ns")?,
+        ns_field(second, &got, "end_ns")?,
+    );
+    ensure!(
+        handoff < WAKE_BOUND_MS,
+        "second waiter woke {handoff:.1} ms after the unlock"
+    );
+    expect_holder(&mut con, &name, second, 1)?;
+    unlock(second, &name, second_owner)?;
+    expect_free(&mut con, &name)?;
+    ensure!(
+        !force_unlock(a, &name)?.0,
+        "force_unlock of a free lock answered released=true"
+    );
+    ensure_eq!(
+        subscriber.payloads(ms(100)),
+        vec!["0".to_string(); 3],
+        "messages: force_unlock, then two unlocks"
+    );
+    Ok(format!(
+        "{} woke {woke:.2} ms after force_unlock, then {} {handoff:.2} ms after its unlock",
+        first.label, second.label
+    ))
+}
+
+/// With `--watchdog-ms 1500`, the holder keeps the lock for 3x that while the other side
+/// waits; after SIGKILL of the holder, the waiter acquires within one watchdog timeout.
+fn watchdog(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
+    const WATCHDOG_MS: i64 = 1_500;
+    let args = ["--watchdog-ms", "1500"];
+    let mut a = ctx.start_agent(holder, &args)?;
+    let b = ctx.start_agent(waiter, &args)?;
+    let (name, owner, mut con) = (ctx.name("watchdog"), ctx.owner(), ctx.con()?);
+
+    lock(&a, &name, owner)?;
+    let held = expect_holder(&mut con, &name, &a, 1)?;
+    ensure!(
+        held.pttl <= WATCHDOG_MS,
+        "PTTL {} above the watchdog timeout",
+        held.pttl
+    );
+    let pending = b.send(lock_request(&name, owner, None))?;
+    wait_waiting(&mut con, &channel(&name), 1, &[(&b, pending)])?;
+    let until = Instant::now() + ms(3 * WATCHDOG_MS as u64);
+    let mut lowest_pttl = i64::MAX;
+    while Instant::now() < until {
+        thread::sleep(ms(100));
+        let state = key_state(&mut con, &name)?;
+        ensure_eq!(
+            state.fields,
+            held.fields,
+            "the hash while the watchdog renews"
+        );
+        ensure!(
+            state.pttl > 0 && state.pttl <= WATCHDOG_MS,
+            "PTTL {} while renewed",
+            state.pttl
+        );
+        lowest_pttl = lowest_pttl.min(state.pttl);
+        ensure!(
+            b.poll(pending).is_none(),
+            "{} acquired while the holder lived",
+            b.label
+        );
+    }
+
+    let killed_ns = now_ns();
+    a.kill();
+    let got = acquired(&b, pending, Duration::from_secs(10))?;
+    let after = millis_between(killed_ns, ns_field(&b, &got, "end_ns")?);
+    // The last renewal set at most 1500 ms; the waiter retries on the TTL it was told.
+    ensure!(
+        after <= WATCHDOG_MS as f64 + 250.0,
+        "{} acquired {after:.0} ms after SIGKILL of the holder (watchdog {WATCHDOG_MS} ms)",
+        b.label
+    );
+    expect_holder(&mut con, &name, &b, 1)?;
+    unlock(&b, &name, owner)?;
+    expect_free(&mut con, &name)?;
+    Ok(format!(
+        "held 4.5 s (lowest PTTL seen {lowest_pttl} ms); acquired {after:.0} ms after SIGKILL"
+    ))
+}
+
+/// A lock taken with `lease_ms` expires on time and the other side takes it.
+fn explicit_lease(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
+    const LEASE_MS: i64 = 1_000;
+    let (a, b) = (ctx.agent(holder), ctx.agent(waiter));
+    let (name, owner, mut con) = (ctx.name("lease"), ctx.owner(), ctx.con()?);
+
+    let locked = a.call(lock_request(&name, owner, Some(LEASE_MS)))?;
+    let state = expect_holder(&mut con, &name, a, 1)?;
+    ensure!(
+        state.pttl > LEASE_MS - 200 && state.pttl <= LEASE_MS,
+        "PTTL {} for a 1 s lease",
+        state.pttl
+    );
+    let pending = b.send(lock_request(&name, owner, None))?;
+    wait_waiting(&mut con, &channel(&name), 1, &[(b, pending)])?;
+    let got = acquired(b, pending, Duration::from_secs(5))?;
+    let after = millis_between(
+        ns_field(a, &locked, "start_ns")?,
+        ns_field(b, &got, "end_ns")?,
+    );
+    ensure!(
+        after >= LEASE_MS as f64 - 1.0,
+        "{} acquired {after:.1} ms after a 1 s lease began",
+        b.label
+    );
+    ensure!(
+        after <= LEASE_MS as f64 + 500.0,
+        "{} acquired only {after:.0} ms after the lease began",
+        b.label
+    );
+    expect_holder(&mut con, &name, b, 1)?;
+    ensure_eq!(
+        unlock_error(a, &name, owner)?.as_str(),
+        "not_held",
+        "unlock after the lease ended"
+    );
+    expect_holder(&mut con, &name, b, 1)?;
+    unlock(b, &name, owner)?;
+    expect_free(&mut con, &name)?;
+    Ok(format!(
+        "acquired {after:.0} ms after the 1000 ms lease began"
+    ))
+}
+
+/// One sequence (lock, re-lock, query, unlock, unlock, force unlock) from each agent; what
+/// Redis holds after each step and the messages a plain subscriber sees are the same.
+fn same_bytes(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
+    let rust = byte_trace(ctx, &ctx.rust)?;
+    let java = byte_trace(ctx, &ctx.java)?;
+    for (i, (r, j)) in rust.iter().zip(&java).enumerate() {
+        ensure!(
+            r == j,
+            "step {i} differs:\n      rust: {r}\n      java: {j}"
+        );
+    }
+    ensure_eq!(rust.len(), java.len(), "trace lengths");
+    Ok(format!(
+        "{} steps identical (key type, field shape, values, TTL range, messages)",
+        rust.len()
+    ))
+}
+
+/// The normalised trace of one agent's sequence; checks the expected values on the way.
+fn byte_trace(ctx: &Ctx, agent: &Agent) -> Result<Vec<String>, String> {
+    let (name, owner, mut con) = (ctx.name("bytes"), ctx.owner(), ctx.con()?);
+    let channel = channel(&name);
+    let subscriber = Subscriber::start(ctx, std::slice::from_ref(&channel))?;
+    let mut trace = Vec::new();
+    let mut field = None;
+    let mut step = |label: &str, con: &mut Connection, extra: String| -> Result<(), String> {
+        let state = key_state(con, &name)?;
+        let fields: Vec<String> = state
+            .fields
+            .iter()
+            .map(|(f, v)| {
+                if field.get_or_insert_with(|| f.clone()) != f {
+                    return format!("{f} (another field than before)={v}");
+                }
+                let shape = match f.strip_prefix(&format!("{}:", agent.client_id)) {
+                    Some(t) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
+                        "<client_id>:<decimal>".to_string()
+                    }
+                    _ => f.clone(),
+                };
+                format!("{shape}={v}")
+            })
+            .collect();
+        let ttl = match state.pttl {
+            t @ (-2 | -1) => t.to_string(),
+            t if t > LONG_WATCHDOG_MS - 5_000 && t <= LONG_WATCHDOG_MS => "watchdog lease".into(),
+            t => format!("{t} ms (out of range)"),
+        };
+        // Other keys about this lock; Redisson's unlock also leaves its private unlock latch
+        // (`redisson_unlock_latch:{N}:<id>`, REDISSON_LAYOUT §1.8), which this crate does not
+        // write (README, "Interoperating with Java").
+        let others: Vec<String> =
+            query::<Vec<String>>(con, redis::cmd("KEYS").arg(format!("*{name}*")))?
+                .into_iter()
+                .filter(|k| k != &name && !k.starts_with("redisson_unlock_latch:"))
+                .collect();
+        trace.push(format!(
+            "{label}: type {} fields {fields:?} ttl {ttl} other keys {others:?} {extra}",
+            state.kind
+        ));
+        Ok(())
+    };
+
+    lock(agent, &name, owner)?;
+    step("lock", &mut con, String::new())?;
+    lock(agent, &name, owner)?;
+    step("re-lock", &mut con, String::new())?;
+    let answers = format!(
+        "hold_count {} is_held {} is_locked {} remaining_ttl>0 {}",
+        hold_count(agent, &name, owner)?,
+        is_held(agent, &name, owner)?,
+        is_locked(agent, &name)?,
+        remaining_ttl(agent, &name)? > 0
+    );
+    step("query", &mut con, answers)?;
+    unlock(agent, &name, owner)?;
+    step("unlock", &mut con, String::new())?;
+    unlock(agent, &name, owner)?;
+    step("unlock", &mut con, String::new())?;
+    lock(agent, &name, owner)?;
+    let released = force_unlock(agent, &name)?.0;
+    step(
+        "lock + force_unlock",
+        &mut con,
+        format!("released {released}"),
+    )?;
+    let released = force_unlock(agent, &name)?.0;
+    step(
+        "force_unlock of a free lock",
+        &mut con,
+        format!("released {released}"),
+    )?;
+    trace.push(format!(
+        "messages on {{channel}}: {:?}",
+        subscriber.payloads(ms(100))
+    ));
+
+    let expected = [
+        "lock: type hash fields [\"<client_id>:<decimal>=1\"] ttl watchdog lease other keys [] ",
+        "re-lock: type hash fields [\"<client_id>:<decimal>=2\"] ttl watchdog lease other keys [] ",
+        "query: type hash fields [\"<client_id>:<decimal>=2\"] ttl watchdog lease other keys [] \
+         hold_count 2 is_held true is_locked true remaining_ttl>0 true",
+        "unlock: type hash fields [\"<client_id>:<decimal>=1\"] ttl watchdog lease other keys [] ",
+        "unlock: type none fields [] ttl -2 other keys [] ",
+        "lock + force_unlock: type none fields [] ttl -2 other keys [] released true",
+        "force_unlock of a free lock: type none fields [] ttl -2 other keys [] released false",
+        "messages on {channel}: [\"0\", \"0\"]",
+    ];
+    for (got, want) in trace.iter().zip(expected) {
+        ensure!(
+            got == want,
+            "{}: unexpected state\n      got:  {got}\n      want: {want}",
+            agent.label
+        );
+    }
+    Ok(trace)
+}
+
+/// Two Java and two Rust agents, two owners each, `stress` with `record` on one lock and one
+/// counter: the counter is exact and no two recorded intervals overlap.
+fn mixed_stress(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
+    let java2 = ctx.start_agent(Impl::Java, &[])?;
+    let rust2 = ctx.start_agent(Impl::Rust, &[])?;
+    let agents = [&ctx.java, &java2, &ctx.rust, &rust2];
+    let (name, owner, mut con) = (ctx.name("stress"), ctx.owner(), ctx.con()?);
+    let counter = format!("{name}:counter");
+    let iterations = ctx.options.iterations;
+
+    let mut pending = Vec::new();
+    for agent in agents {
+        for o in [owner, owner + 1] {
+            let id = agent.send(
+                json!({"op": "stress", "kind": "lock", "name": name, "owner": o,
+                                       "iterations": iterations, "counter": counter,
+                                       "hold_us": 200, "record": true}),
+            )?;
+            pending.push((agent, o, id));
+        }
+    }
+    let mut intervals = Vec::new();
+    for (agent, o, id) in pending {
+        let reply = agent.wait(id, Duration::from_secs(300))?;
+        ensure!(
+            reply["ok"] == true,
+            "{} owner {o}: stress failed: {reply}",
+            agent.label
+        );
+        ensure_eq!(
+            reply["done"].as_u64(),
+            Some(iterations),
+            "{} owner {o}: done",
+            agent.label
+        );
+        let list = reply["intervals"]
+            .as_array()
+            .ok_or("stress reply without intervals")?;
+        ensure_eq!(
+            list.len() as u64,
+            iterations,
+            "{} owner {o}: intervals",
+            agent.label
+        );
+        for pair in list {
+            let (start, end) = (pair[0].as_u64(), pair[1].as_u64());
+            let (Some(start), Some(end)) = (start, end) else {
+                return Err(format!("{}: bad interval {pair}", agent.label));
+            };
+            ensure!(
+                start <= end,
+                "{}: interval {pair} ends before it starts",
+                agent.label
+            );
+            intervals.push((start, end, agent.label.clone(), o));
+        }
+    }
+    let workers = agents.len() as u64 * 2;
+    let value: Option<String> = query(&mut con, redis::cmd("GET").arg(&counter))?;
+    ensure_eq!(
+        value,
+        Some((workers * iterations).to_string()),
+        "counter {counter}"
+    );
+    intervals.sort();
+    let mut min_gap = u64::MAX;
+    for pair in intervals.windows(2) {
+        let (prev, next) = (&pair[0], &pair[1]);
+        ensure!(
+            next.0 > prev.1,
+            "overlap: {} owner {} held {}..{} and {} owner {} from {}",
+            prev.2,
+            prev.3,
+            prev.0,
+            prev.1,
+            next.2,
+            next.3,
+            next.0
+        );
+        min_gap = min_gap.min(next.0 - prev.1);
+    }
+    expect_free(&mut con, &name)?;
+    Ok(format!(
+        "{workers} workers x {iterations}: counter {}, {} intervals, none overlap (closest {:.1} µs apart)",
+        workers * iterations,
+        intervals.len(),
+        min_gap as f64 / 1e3
+    ))
+}
