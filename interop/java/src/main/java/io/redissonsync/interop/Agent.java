@@ -66,6 +66,12 @@ public final class Agent {
     private final RedissonClient redisson;
     private final PrintStream out;
     private final ConcurrentHashMap<Long, ExecutorService> owners = new ConcurrentHashMap<>();
+    /**
+     * One RLock object per name, shared by every owner, as a service keeps one per resource.
+     * It matters: a partial unlock re-applies the object's internalLockLeaseTime, which is the
+     * last explicit lease this object acquired with (the watchdog timeout on a fresh object).
+     */
+    private final ConcurrentHashMap<String, RLock> locks = new ConcurrentHashMap<>();
     private final ExecutorService ownerless = Executors.newCachedThreadPool(daemonThreads("agent-worker"));
     private final AtomicInteger inflight = new AtomicInteger();
 
@@ -224,7 +230,7 @@ public final class Agent {
         if (r.op.equals("bench")) {
             return bench(r);
         }
-        RLock lock = redisson.getLock(r.name);
+        RLock lock = locks.computeIfAbsent(r.name, redisson::getLock);
         ObjectNode resp = ok(r.id);
         long start = System.nanoTime();
         try {
