@@ -867,7 +867,8 @@ fn explicit_lease(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, Strin
     ))
 }
 
-/// One sequence (lock, re-lock, query, unlock, unlock, force unlock) from each agent; what
+/// One sequence (lock, re-lock, query, unlock, unlock, force unlock, then the same with an
+/// explicit lease) from each agent; what
 /// Redis holds after each step and the messages a plain subscriber sees are the same.
 fn same_bytes(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
     let rust = byte_trace(ctx, &ctx.rust)?;
@@ -884,6 +885,9 @@ fn same_bytes(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
         rust.len()
     ))
 }
+
+/// The explicit lease of the second half of [`byte_trace`].
+const TRACE_LEASE_MS: i64 = 10_000;
 
 /// The normalised trace of one agent's sequence; checks the expected values on the way.
 fn byte_trace(ctx: &Ctx, agent: &Agent) -> Result<Vec<String>, String> {
@@ -913,6 +917,7 @@ fn byte_trace(ctx: &Ctx, agent: &Agent) -> Result<Vec<String>, String> {
         let ttl = match state.pttl {
             t @ (-2 | -1) => t.to_string(),
             t if t > LONG_WATCHDOG_MS - 5_000 && t <= LONG_WATCHDOG_MS => "watchdog lease".into(),
+            t if t > TRACE_LEASE_MS - 150 && t <= TRACE_LEASE_MS => "fresh 10 s lease".into(),
             t => format!("{t} ms (out of range)"),
         };
         // Other keys about this lock; Redisson's unlock also leaves its private unlock latch
@@ -959,6 +964,18 @@ fn byte_trace(ctx: &Ctx, agent: &Agent) -> Result<Vec<String>, String> {
         &mut con,
         format!("released {released}"),
     )?;
+    // Explicit leases: every acquire sets the TTL to its lease, and so does a partial release
+    // (the pauses let a TTL that was not re-applied fall out of the "fresh" range).
+    agent.call(lock_request(&name, owner, Some(TRACE_LEASE_MS)))?;
+    step("lock, 10 s lease", &mut con, String::new())?;
+    thread::sleep(ms(300));
+    agent.call(lock_request(&name, owner, Some(TRACE_LEASE_MS)))?;
+    step("re-lock, 10 s lease", &mut con, String::new())?;
+    thread::sleep(ms(300));
+    unlock(agent, &name, owner)?;
+    step("unlock", &mut con, String::new())?;
+    unlock(agent, &name, owner)?;
+    step("unlock", &mut con, String::new())?;
     trace.push(format!(
         "messages on {{channel}}: {:?}",
         subscriber.payloads(ms(100))
@@ -973,7 +990,11 @@ fn byte_trace(ctx: &Ctx, agent: &Agent) -> Result<Vec<String>, String> {
         "unlock: type none fields [] ttl -2 other keys [] ",
         "lock + force_unlock: type none fields [] ttl -2 other keys [] released true",
         "force_unlock of a free lock: type none fields [] ttl -2 other keys [] released false",
-        "messages on {channel}: [\"0\", \"0\"]",
+        "lock, 10 s lease: type hash fields [\"<client_id>:<decimal>=1\"] ttl fresh 10 s lease other keys [] ",
+        "re-lock, 10 s lease: type hash fields [\"<client_id>:<decimal>=2\"] ttl fresh 10 s lease other keys [] ",
+        "unlock: type hash fields [\"<client_id>:<decimal>=1\"] ttl fresh 10 s lease other keys [] ",
+        "unlock: type none fields [] ttl -2 other keys [] ",
+        "messages on {channel}: [\"0\", \"0\", \"0\"]",
     ];
     for (got, want) in trace.iter().zip(expected) {
         ensure!(
@@ -982,6 +1003,12 @@ fn byte_trace(ctx: &Ctx, agent: &Agent) -> Result<Vec<String>, String> {
             agent.label
         );
     }
+    ensure_eq!(
+        trace.len(),
+        expected.len(),
+        "{}: steps in the trace",
+        agent.label
+    );
     Ok(trace)
 }
 
