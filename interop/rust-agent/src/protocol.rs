@@ -253,8 +253,10 @@ impl Fields<'_> {
 
     fn string(&self, key: &str) -> Result<String, Failure> {
         match self.get(key) {
-            Some(Value::String(s)) => Ok(s.clone()),
-            Some(_) => Err(Failure::bad_request(format!("{key} must be a string"))),
+            Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+            Some(_) => Err(Failure::bad_request(format!(
+                "{key} must be a non-empty string"
+            ))),
             None => Err(Failure::bad_request(format!("{key} is missing"))),
         }
     }

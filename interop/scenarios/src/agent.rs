@@ -43,6 +43,8 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 #[derive(Default)]
 struct Inbox {
     responses: HashMap<u64, Value>,
+    /// Responses with `"id": null` (to lines that were not a request at all).
+    unnumbered: Vec<Value>,
     ready: Option<Value>,
     closed: bool,
 }
@@ -114,16 +116,26 @@ impl Agent {
     pub fn send(&self, mut request: Value) -> Result<u64, String> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         request["id"] = json!(id);
-        let mut line = request.to_string();
-        line.push('\n');
+        self.send_raw(&request.to_string())?;
+        Ok(id)
+    }
+
+    /// Writes one line, which need not be a request, to the agent's stdin.
+    pub fn send_raw(&self, line: &str) -> Result<(), String> {
         let mut stdin = self.stdin.lock().unwrap();
         let pipe = stdin
             .as_mut()
             .ok_or_else(|| format!("{}: stdin closed", self.label))?;
-        pipe.write_all(line.as_bytes())
+        pipe.write_all(format!("{line}\n").as_bytes())
             .and_then(|()| pipe.flush())
-            .map_err(|e| format!("{}: cannot write request: {e}", self.label))?;
-        Ok(id)
+            .map_err(|e| format!("{}: cannot write: {e}", self.label))
+    }
+
+    /// The next response with `"id": null`, waiting at most `timeout`.
+    pub fn wait_unnumbered(&self, timeout: Duration) -> Result<Value, String> {
+        self.wait_for(timeout, |inbox| {
+            (!inbox.unnumbered.is_empty()).then(|| inbox.unnumbered.remove(0))
+        })
     }
 
     /// The response to request `id`, waiting at most `timeout`.
@@ -223,6 +235,8 @@ fn read_lines(stdout: impl std::io::Read, inbox: &Shared, label: &str) {
             inbox.ready = Some(value);
         } else if let Some(id) = value["id"].as_u64() {
             inbox.responses.insert(id, value);
+        } else if value.get("id").is_some_and(Value::is_null) {
+            inbox.unnumbered.push(value);
         } else {
             eprintln!("{label}: line without id: {line}");
         }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use redis::Connection;
 use serde_json::json;
 
-use crate::agent::{Agent, Impl};
+use crate::agent::{Agent, CALL_TIMEOUT, Impl};
 use crate::ctx::*;
 use crate::server::{KeyState, all_keys, key_state, numsub, query};
 
@@ -50,6 +50,12 @@ pub struct Scenario {
 }
 
 const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "protocol",
+        smoke: true,
+        directed: false,
+        run: protocol,
+    },
     Scenario {
         name: "exclusion",
         smoke: true,
@@ -332,6 +338,149 @@ impl Drop for Subscriber {
 
 // ---- scenarios ------------------------------------------------------------------------------
 
+/// Both agents keep the contract other drivers rely on (CONFORMANCE_PROTOCOL.md): answers and
+/// error codes, timestamps on the runner's own CLOCK_MONOTONIC, `stress` without `record`,
+/// `bench`.
+fn protocol(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
+    for agent in [&ctx.rust, &ctx.java] {
+        protocol_of(ctx, agent).map_err(|e| format!("{}: {e}", agent.label))?;
+    }
+    Ok("ping, error codes, timestamps, stress, bench alike on both agents".into())
+}
+
+fn protocol_of(ctx: &Ctx, agent: &Agent) -> Result<(), String> {
+    let (name, owner, mut con) = (ctx.name("protocol"), ctx.owner(), ctx.con()?);
+    let code = |request: serde_json::Value| -> Result<String, String> {
+        let reply = agent.reply(request)?;
+        ensure!(reply["ok"] == false, "expected an error, got {reply}");
+        ensure!(
+            reply["message"].is_string(),
+            "error without message: {reply}"
+        );
+        Ok(reply["error"].as_str().unwrap_or_default().to_string())
+    };
+
+    let pong = agent.call(json!({"op": "ping"}))?;
+    ensure!(
+        pong["ok"] == true && pong.get("error").is_none(),
+        "ping: {pong}"
+    );
+    let rejected = [
+        (json!({"op": "frobnicate"}), "unsupported"),
+        (
+            json!({"op": "lock", "kind": "fair", "name": name, "owner": owner}),
+            "unsupported",
+        ),
+        (json!({"op": "sem_available", "name": name}), "unsupported"),
+        (json!({"op": "latch_count", "name": name}), "unsupported"),
+        (
+            json!({"op": "lock", "kind": "lock", "owner": owner}),
+            "bad_request",
+        ),
+        (
+            json!({"op": "lock", "kind": "lock", "name": "", "owner": owner}),
+            "bad_request",
+        ),
+        (
+            json!({"op": "lock", "kind": "lock", "name": name, "owner": 0}),
+            "bad_request",
+        ),
+        (
+            json!({"op": "lock", "kind": "lock", "name": name, "owner": "1"}),
+            "bad_request",
+        ),
+        (
+            json!({"op": "unlock", "kind": "lock", "name": name}),
+            "bad_request",
+        ),
+    ];
+    for (request, expected) in rejected {
+        ensure_eq!(
+            code(request.clone())?.as_str(),
+            expected,
+            "answer to {request}"
+        );
+    }
+    agent.send_raw("this is not json")?;
+    let garbage = agent.wait_unnumbered(CALL_TIMEOUT)?;
+    ensure!(
+        garbage["ok"] == false && garbage["error"] == "bad_request",
+        "answer to a line that is not JSON: {garbage}"
+    );
+    ensure_eq!(
+        key_state(&mut con, &name)?.kind.as_str(),
+        "none",
+        "keys after rejected requests"
+    );
+
+    // Timestamps are CLOCK_MONOTONIC of this host: they fall inside the runner's own readings.
+    let before = now_ns();
+    let reply = agent.call(json!({"op": "try_lock", "kind": "lock", "name": name,
+                                  "owner": owner}))?;
+    let after = now_ns();
+    ensure_eq!(
+        reply["acquired"].as_bool(),
+        Some(true),
+        "try_lock on a free lock"
+    );
+    let (start, end) = (
+        ns_field(agent, &reply, "start_ns")?,
+        ns_field(agent, &reply, "end_ns")?,
+    );
+    ensure!(
+        before <= start && start <= end && end <= after,
+        "start_ns {start} / end_ns {end} outside the runner's clock {before}..{after}"
+    );
+    let reply = unlock(agent, &name, owner)?;
+    ensure!(
+        reply["start_ns"].is_u64() && reply["end_ns"].is_u64(),
+        "unlock timestamps: {reply}"
+    );
+
+    let counter = format!("{name}:counter");
+    let reply = agent.call(
+        json!({"op": "stress", "kind": "lock", "name": name, "owner": owner,
+                                  "iterations": 3, "counter": counter}),
+    )?;
+    ensure_eq!(reply["done"].as_u64(), Some(3), "stress done");
+    ensure!(
+        reply.get("intervals").is_none(),
+        "stress without record sent intervals: {reply}"
+    );
+    let value: Option<String> = query(&mut con, redis::cmd("GET").arg(&counter))?;
+    ensure_eq!(value.as_deref(), Some("3"), "stress counter");
+
+    for same_key in [false, true] {
+        let reply = agent.call(
+            json!({"op": "bench", "kind": "lock", "name": name, "tasks": 2,
+                                      "iterations": 5, "same_key": same_key}),
+        )?;
+        ensure_eq!(
+            reply["ops"].as_u64(),
+            Some(10),
+            "bench ops (same_key {same_key})"
+        );
+        let figures: Vec<Option<f64>> = ["p50_us", "p99_us", "max_us"]
+            .iter()
+            .map(|f| reply[f].as_f64())
+            .collect();
+        let [Some(p50), Some(p99), Some(max)] = figures[..] else {
+            return Err(format!("bench figures missing: {reply}"));
+        };
+        ensure!(
+            0.0 < p50 && p50 <= p99 && p99 <= max,
+            "bench figures out of order: {reply}"
+        );
+        ensure!(
+            reply["elapsed_ns"].as_u64().is_some_and(|ns| ns > 0),
+            "bench elapsed: {reply}"
+        );
+    }
+    let left: Vec<String> = query(&mut con, redis::cmd("KEYS").arg(format!("{name}*")))?;
+    ensure_eq!(left, vec![counter], "keys left after stress and bench");
+    Ok(())
+}
+
 /// While one side holds, the other's `try_lock` is false and `is_locked` is true on both.
 fn exclusion(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
     let (a, b) = (ctx.agent(holder), ctx.agent(other));
@@ -372,16 +521,25 @@ fn exclusion(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
         "failed attempts changed the hash"
     );
 
-    unlock(a, &name, owner)?;
-    expect_free(&mut con, &name)?;
-    ensure!(
-        !is_locked(a, &name)? && !is_locked(b, &name)?,
-        "is_locked after unlock"
+    // A try_lock with a wait gets the lock when the holder lets go, woken by the message.
+    let pending = b.send(json!({"op": "try_lock", "kind": "lock", "name": name,
+                                "owner": owner, "wait_ms": 20_000}))?;
+    wait_waiting(&mut con, &channel(&name), 1, &[(b, pending)])?;
+    let released = unlock(a, &name, owner)?;
+    let got = b.wait(pending, Duration::from_secs(5))?;
+    ensure_eq!(
+        got["acquired"].as_bool(),
+        Some(true),
+        "{}: try_lock with a wait: {got}",
+        b.label
+    );
+    let woke = millis_between(
+        ns_field(a, &released, "start_ns")?,
+        ns_field(b, &got, "end_ns")?,
     );
     ensure!(
-        try_lock(b, &name, owner, 0)?,
-        "{} could not take the freed lock",
-        b.label
+        woke < WAKE_BOUND_MS,
+        "try_lock with a wait woke {woke:.1} ms after the unlock"
     );
     expect_holder(&mut con, &name, b, 1)?;
     ensure!(
@@ -392,8 +550,14 @@ fn exclusion(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
     );
     unlock(b, &name, owner)?;
     expect_free(&mut con, &name)?;
+    ensure!(
+        !is_locked(a, &name)? && !is_locked(b, &name)?,
+        "is_locked after the last unlock"
+    );
     Ok(format!(
-        "try_lock false both ways, is_locked true on both; wait 200 ms took {waited:?}"
+        "try_lock false both ways, is_locked true on both, a 200 ms wait took {} ms; \
+         a waiting try_lock got it {woke:.2} ms after the unlock",
+        waited.as_millis()
     ))
 }
 
