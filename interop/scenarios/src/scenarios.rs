@@ -263,6 +263,37 @@ fn acquired(agent: &Agent, id: u64, within: Duration) -> Result<serde_json::Valu
     Ok(reply)
 }
 
+/// `releaser` (owner `owner`) unlocks `name`, and `waiter`'s pending `lock` or waiting
+/// `try_lock` (request `pending`) must then get it, woken by the unlock message: within
+/// [`WAKE_BOUND_MS`] of the unlock's start. Returns that delay in ms.
+fn hand_over(
+    releaser: &Agent,
+    name: &str,
+    owner: u64,
+    waiter: &Agent,
+    pending: u64,
+) -> Result<f64, String> {
+    let released = unlock(releaser, name, owner)?;
+    let got = waiter.wait(pending, Duration::from_secs(5))?;
+    ensure!(
+        got["ok"] == true && got["acquired"] != false,
+        "{}: did not get the lock {} released: {got}",
+        waiter.label,
+        releaser.label
+    );
+    let delay = millis_between(
+        ns_field(releaser, &released, "start_ns")?,
+        ns_field(waiter, &got, "end_ns")?,
+    );
+    ensure!(
+        delay > 0.0 && delay < WAKE_BOUND_MS,
+        "{} got the lock {delay:.3} ms after {}'s unlock started",
+        waiter.label,
+        releaser.label
+    );
+    Ok(delay)
+}
+
 fn millis_between(earlier_ns: u64, later_ns: u64) -> f64 {
     (later_ns as f64 - earlier_ns as f64) / 1e6
 }
@@ -525,22 +556,7 @@ fn exclusion(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
     let pending = b.send(json!({"op": "try_lock", "kind": "lock", "name": name,
                                 "owner": owner, "wait_ms": 20_000}))?;
     wait_waiting(&mut con, &channel(&name), 1, &[(b, pending)])?;
-    let released = unlock(a, &name, owner)?;
-    let got = b.wait(pending, Duration::from_secs(5))?;
-    ensure_eq!(
-        got["acquired"].as_bool(),
-        Some(true),
-        "{}: try_lock with a wait: {got}",
-        b.label
-    );
-    let woke = millis_between(
-        ns_field(a, &released, "start_ns")?,
-        ns_field(b, &got, "end_ns")?,
-    );
-    ensure!(
-        woke < WAKE_BOUND_MS,
-        "try_lock with a wait woke {woke:.1} ms after the unlock"
-    );
+    let woke = hand_over(a, &name, owner, b, pending)?;
     expect_holder(&mut con, &name, b, 1)?;
     ensure!(
         !try_lock(a, &name, owner, 0)?,
@@ -578,17 +594,8 @@ fn wake_up(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
         let pending = b.send(lock_request(&name, owner, None))?;
         wait_waiting(&mut con, &channel, 1, &[(b, pending)])?;
         expect_holder(&mut con, &name, a, 1)?;
-        let released = unlock(a, &name, owner)?;
-        let got = acquired(b, pending, Duration::from_secs(5))?;
-        let latency = millis_between(
-            ns_field(a, &released, "start_ns")?,
-            ns_field(b, &got, "end_ns")?,
-        );
-        ensure!(
-            latency > 0.0 && latency < WAKE_BOUND_MS,
-            "handoff {i}: {} acquired {latency:.3} ms after the unlock started",
-            b.label
-        );
+        let latency =
+            hand_over(a, &name, owner, b, pending).map_err(|e| format!("handoff {i}: {e}"))?;
         expect_holder(&mut con, &name, b, 1)?;
         unlock(b, &name, owner)?;
         latencies.push(latency);
@@ -649,16 +656,7 @@ fn reentrancy(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
 
     let pending = b.send(lock_request(&name, owner, None))?;
     wait_waiting(&mut con, &channel(&name), 1, &[(b, pending)])?;
-    let released = unlock(a, &name, owner)?;
-    let got = acquired(b, pending, Duration::from_secs(5))?;
-    let latency = millis_between(
-        ns_field(a, &released, "start_ns")?,
-        ns_field(b, &got, "end_ns")?,
-    );
-    ensure!(
-        latency < WAKE_BOUND_MS,
-        "waiter woke {latency:.1} ms after the last unlock"
-    );
+    let latency = hand_over(a, &name, owner, b, pending)?;
     expect_holder(&mut con, &name, b, 1)?;
     ensure_eq!(
         hold_count(a, &name, owner)?,
@@ -900,16 +898,7 @@ fn force_unlock_wakes(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, St
         "both waiters hold the lock"
     );
 
-    let released = unlock(first, &name, first_owner)?;
-    let got = acquired(second, second_id, Duration::from_secs(5))?;
-    let handoff = millis_between(
-        ns_field(first, &released, "start_ns")?,
-        ns_field(second, &got, "end_ns")?,
-    );
-    ensure!(
-        handoff < WAKE_BOUND_MS,
-        "second waiter woke {handoff:.1} ms after the unlock"
-    );
+    let handoff = hand_over(first, &name, first_owner, second, second_id)?;
     expect_holder(&mut con, &name, second, 1)?;
     unlock(second, &name, second_owner)?;
     expect_free(&mut con, &name)?;
