@@ -6,7 +6,7 @@ use std::fmt;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -57,6 +57,8 @@ pub struct Agent {
     pub client_id: String,
     pub version: String,
     child: Child,
+    /// Set once the child is reaped: its pid may then belong to another process.
+    reaped: AtomicBool,
     stdin: Mutex<Option<ChildStdin>>,
     next_id: AtomicU64,
     inbox: Shared,
@@ -96,6 +98,7 @@ impl Agent {
             client_id: String::new(),
             version: String::new(),
             child,
+            reaped: AtomicBool::new(false),
             stdin: Mutex::new(stdin),
             next_id: AtomicU64::new(1),
             inbox,
@@ -166,10 +169,38 @@ impl Agent {
         self.wait(id, CALL_TIMEOUT)
     }
 
+    /// Stops the process with SIGSTOP (a GC pause, a stalled VM), until [`resume`](Self::resume).
+    pub fn pause(&self) -> Result<(), String> {
+        self.signal(libc::SIGSTOP)
+    }
+
+    /// Continues a process stopped by [`pause`](Self::pause).
+    pub fn resume(&self) -> Result<(), String> {
+        self.signal(libc::SIGCONT)
+    }
+
+    fn signal(&self, signal: libc::c_int) -> Result<(), String> {
+        if self.reaped.load(Ordering::Relaxed) {
+            return Err(format!("{} has exited", self.label));
+        }
+        let pid = libc::pid_t::try_from(self.child.id()).map_err(|e| e.to_string())?;
+        // SAFETY: kill(2) on the pid of our own child, which we have not reaped yet.
+        if unsafe { libc::kill(pid, signal) } == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}: kill({pid}, {signal}): {}",
+                self.label,
+                std::io::Error::last_os_error()
+            ))
+        }
+    }
+
     /// Kills the process with SIGKILL and reaps it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.reaped.store(true, Ordering::Relaxed);
     }
 
     fn wait_for<T>(
@@ -201,12 +232,15 @@ impl Agent {
 
 impl Drop for Agent {
     /// Closes stdin (the agent then shuts its client down and exits), and kills it if it is
-    /// still running five seconds later.
+    /// still running five seconds later. A paused agent is resumed first.
     fn drop(&mut self) {
+        // A paused agent would never read its end of input.
+        let _ = self.resume();
         drop(self.stdin.lock().unwrap().take());
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
+                self.reaped.store(true, Ordering::Relaxed);
                 return;
             }
             thread::sleep(Duration::from_millis(20));

@@ -99,6 +99,12 @@ const SCENARIOS: &[Scenario] = &[
         run: watchdog,
     },
     Scenario {
+        name: "paused holder",
+        smoke: false,
+        directed: true,
+        run: paused_holder,
+    },
+    Scenario {
         name: "explicit lease",
         smoke: false,
         directed: true,
@@ -973,6 +979,72 @@ fn watchdog(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
     expect_free(&mut con, &name)?;
     Ok(format!(
         "held 4.5 s (lowest PTTL seen {lowest_pttl} ms); acquired {after:.0} ms after SIGKILL"
+    ))
+}
+
+/// A holder stopped (SIGSTOP) past its watchdog lease loses the lock to the other side; once
+/// resumed, its renewal does not take the lock back and its unlock is `not_held`, leaving the
+/// new holder's lock as it was (RELIABILITY_TESTS T3, across languages).
+fn paused_holder(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
+    const WATCHDOG_MS: i64 = 1_500;
+    let args = ["--watchdog-ms", "1500"];
+    let a = ctx.start_agent(holder, &args)?;
+    let b = ctx.start_agent(waiter, &args)?;
+    let (name, owner, mut con) = (ctx.name("paused"), ctx.owner(), ctx.con()?);
+
+    lock(&a, &name, owner)?;
+    expect_holder(&mut con, &name, &a, 1)?;
+    let pending = b.send(lock_request(&name, owner, None))?;
+    wait_waiting(&mut con, &channel(&name), 1, &[(&b, pending)])?;
+
+    let paused_ns = now_ns();
+    a.pause()?;
+    let got = acquired(&b, pending, Duration::from_secs(10));
+    let taken = got.and_then(|got| {
+        let after = millis_between(paused_ns, ns_field(&b, &got, "end_ns")?);
+        ensure!(
+            after <= WATCHDOG_MS as f64 + 250.0,
+            "{} acquired {after:.0} ms after the holder stopped (watchdog {WATCHDOG_MS} ms)",
+            b.label
+        );
+        Ok(after)
+    });
+    // Keep the holder stopped for a while after the takeover, then let it run again (also
+    // when the takeover failed, so that the agent can be shut down).
+    thread::sleep(ms(300));
+    a.resume()?;
+    let taken = taken?;
+    let state = expect_holder(&mut con, &name, &b, 1)?;
+
+    // The resumed holder's watchdog runs every 500 ms: give it two rounds.
+    thread::sleep(ms(1_100));
+    let later = expect_holder(&mut con, &name, &b, 1)?;
+    ensure_eq!(
+        later.fields,
+        state.fields,
+        "the hash after the old holder resumed"
+    );
+    ensure!(
+        later.pttl <= WATCHDOG_MS,
+        "PTTL {} after the old holder resumed",
+        later.pttl
+    );
+    ensure_eq!(
+        unlock_error(&a, &name, owner)?.as_str(),
+        "not_held",
+        "unlock by the resumed old holder {}",
+        a.label
+    );
+    ensure_eq!(
+        key_state(&mut con, &name)?.fields,
+        state.fields,
+        "the hash after the old holder's unlock"
+    );
+    ensure_eq!(hold_count(&b, &name, owner)?, 1, "{} hold_count", b.label);
+    unlock(&b, &name, owner)?;
+    expect_free(&mut con, &name)?;
+    Ok(format!(
+        "taken over {taken:.0} ms after SIGSTOP; after SIGCONT the old holder's unlock is not_held"
     ))
 }
 
