@@ -923,60 +923,100 @@ fn force_unlock_wakes(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, St
     ))
 }
 
+/// The watchdog timeout of the agents of the `watchdog` and `paused holder` scenarios.
+const SHORT_WATCHDOG_MS: i64 = 1_500;
+
+/// Two fresh agents with a [`SHORT_WATCHDOG_MS`] watchdog: `holder`'s holds a new lock and
+/// `waiter`'s has a `lock` request pending on it, subscribed.
+struct Contest {
+    holder: Agent,
+    waiter: Agent,
+    name: String,
+    owner: u64,
+    con: Connection,
+    /// The holder's hash, as it was right after the acquire.
+    held: KeyState,
+    /// The waiter's pending `lock` request.
+    pending: u64,
+}
+
+impl Contest {
+    fn start(ctx: &Ctx, holder: Impl, waiter: Impl, scenario: &str) -> Result<Self, String> {
+        let watchdog = SHORT_WATCHDOG_MS.to_string();
+        let args = ["--watchdog-ms", watchdog.as_str()];
+        let a = ctx.start_agent(holder, &args)?;
+        let b = ctx.start_agent(waiter, &args)?;
+        let (name, owner, mut con) = (ctx.name(scenario), ctx.owner(), ctx.con()?);
+        lock(&a, &name, owner)?;
+        let held = expect_holder(&mut con, &name, &a, 1)?;
+        ensure!(
+            held.pttl <= SHORT_WATCHDOG_MS,
+            "PTTL {} above the watchdog timeout",
+            held.pttl
+        );
+        let pending = b.send(lock_request(&name, owner, None))?;
+        wait_waiting(&mut con, &channel(&name), 1, &[(&b, pending)])?;
+        Ok(Self {
+            holder: a,
+            waiter: b,
+            name,
+            owner,
+            con,
+            held,
+            pending,
+        })
+    }
+
+    /// The waiter's pending `lock` must succeed within the watchdog timeout (plus 250 ms) of
+    /// `since_ns`, when the holder `went` (was killed, stopped): the last renewal set at most
+    /// that TTL, and the waiter retries on the TTL it was told. Returns the delay in ms.
+    fn taken_over(&mut self, since_ns: u64, went: &str) -> Result<f64, String> {
+        let got = acquired(&self.waiter, self.pending, Duration::from_secs(10))?;
+        let after = millis_between(since_ns, ns_field(&self.waiter, &got, "end_ns")?);
+        ensure!(
+            after <= SHORT_WATCHDOG_MS as f64 + 250.0,
+            "{} acquired {after:.0} ms after the holder {went} (watchdog {SHORT_WATCHDOG_MS} ms)",
+            self.waiter.label
+        );
+        expect_holder(&mut self.con, &self.name, &self.waiter, 1)?;
+        Ok(after)
+    }
+}
+
 /// With `--watchdog-ms 1500`, the holder keeps the lock for 3x that while the other side
 /// waits; after SIGKILL of the holder, the waiter acquires within one watchdog timeout.
 fn watchdog(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
-    const WATCHDOG_MS: i64 = 1_500;
-    let args = ["--watchdog-ms", "1500"];
-    let mut a = ctx.start_agent(holder, &args)?;
-    let b = ctx.start_agent(waiter, &args)?;
-    let (name, owner, mut con) = (ctx.name("watchdog"), ctx.owner(), ctx.con()?);
-
-    lock(&a, &name, owner)?;
-    let held = expect_holder(&mut con, &name, &a, 1)?;
-    ensure!(
-        held.pttl <= WATCHDOG_MS,
-        "PTTL {} above the watchdog timeout",
-        held.pttl
-    );
-    let pending = b.send(lock_request(&name, owner, None))?;
-    wait_waiting(&mut con, &channel(&name), 1, &[(&b, pending)])?;
-    let until = Instant::now() + ms(3 * WATCHDOG_MS as u64);
+    let mut contest = Contest::start(ctx, holder, waiter, "watchdog")?;
+    let Contest { name, owner, .. } = &contest;
+    let (name, owner) = (name.clone(), *owner);
+    let until = Instant::now() + ms(3 * SHORT_WATCHDOG_MS as u64);
     let mut lowest_pttl = i64::MAX;
     while Instant::now() < until {
         thread::sleep(ms(100));
-        let state = key_state(&mut con, &name)?;
+        let state = key_state(&mut contest.con, &name)?;
         ensure_eq!(
             state.fields,
-            held.fields,
+            contest.held.fields,
             "the hash while the watchdog renews"
         );
         ensure!(
-            state.pttl > 0 && state.pttl <= WATCHDOG_MS,
+            state.pttl > 0 && state.pttl <= SHORT_WATCHDOG_MS,
             "PTTL {} while renewed",
             state.pttl
         );
         lowest_pttl = lowest_pttl.min(state.pttl);
         ensure!(
-            b.poll(pending).is_none(),
+            contest.waiter.poll(contest.pending).is_none(),
             "{} acquired while the holder lived",
-            b.label
+            contest.waiter.label
         );
     }
 
     let killed_ns = now_ns();
-    a.kill();
-    let got = acquired(&b, pending, Duration::from_secs(10))?;
-    let after = millis_between(killed_ns, ns_field(&b, &got, "end_ns")?);
-    // The last renewal set at most 1500 ms; the waiter retries on the TTL it was told.
-    ensure!(
-        after <= WATCHDOG_MS as f64 + 250.0,
-        "{} acquired {after:.0} ms after SIGKILL of the holder (watchdog {WATCHDOG_MS} ms)",
-        b.label
-    );
-    expect_holder(&mut con, &name, &b, 1)?;
-    unlock(&b, &name, owner)?;
-    expect_free(&mut con, &name)?;
+    contest.holder.kill();
+    let after = contest.taken_over(killed_ns, "was killed")?;
+    unlock(&contest.waiter, &name, owner)?;
+    expect_free(&mut contest.con, &name)?;
     Ok(format!(
         "held 4.5 s (lowest PTTL seen {lowest_pttl} ms); acquired {after:.0} ms after SIGKILL"
     ))
@@ -986,63 +1026,53 @@ fn watchdog(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
 /// resumed, its renewal does not take the lock back and its unlock is `not_held`, leaving the
 /// new holder's lock as it was (RELIABILITY_TESTS T3, across languages).
 fn paused_holder(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
-    const WATCHDOG_MS: i64 = 1_500;
-    let args = ["--watchdog-ms", "1500"];
-    let a = ctx.start_agent(holder, &args)?;
-    let b = ctx.start_agent(waiter, &args)?;
-    let (name, owner, mut con) = (ctx.name("paused"), ctx.owner(), ctx.con()?);
-
-    lock(&a, &name, owner)?;
-    expect_holder(&mut con, &name, &a, 1)?;
-    let pending = b.send(lock_request(&name, owner, None))?;
-    wait_waiting(&mut con, &channel(&name), 1, &[(&b, pending)])?;
-
+    let mut contest = Contest::start(ctx, holder, waiter, "paused")?;
     let paused_ns = now_ns();
-    a.pause()?;
-    let got = acquired(&b, pending, Duration::from_secs(10));
-    let taken = got.and_then(|got| {
-        let after = millis_between(paused_ns, ns_field(&b, &got, "end_ns")?);
-        ensure!(
-            after <= WATCHDOG_MS as f64 + 250.0,
-            "{} acquired {after:.0} ms after the holder stopped (watchdog {WATCHDOG_MS} ms)",
-            b.label
-        );
-        Ok(after)
-    });
+    contest.holder.pause()?;
+    let taken = contest.taken_over(paused_ns, "was stopped");
     // Keep the holder stopped for a while after the takeover, then let it run again (also
     // when the takeover failed, so that the agent can be shut down).
     thread::sleep(ms(300));
-    a.resume()?;
+    contest.holder.resume()?;
     let taken = taken?;
-    let state = expect_holder(&mut con, &name, &b, 1)?;
 
+    let Contest {
+        holder: a,
+        waiter: b,
+        name,
+        owner,
+        con,
+        ..
+    } = &mut contest;
+    let (name, owner) = (name.as_str(), *owner);
+    let state = key_state(con, name)?;
     // The resumed holder's watchdog runs every 500 ms: give it two rounds.
     thread::sleep(ms(1_100));
-    let later = expect_holder(&mut con, &name, &b, 1)?;
+    let later = expect_holder(con, name, b, 1)?;
     ensure_eq!(
         later.fields,
         state.fields,
         "the hash after the old holder resumed"
     );
     ensure!(
-        later.pttl <= WATCHDOG_MS,
+        later.pttl <= SHORT_WATCHDOG_MS,
         "PTTL {} after the old holder resumed",
         later.pttl
     );
     ensure_eq!(
-        unlock_error(&a, &name, owner)?.as_str(),
+        unlock_error(a, name, owner)?.as_str(),
         "not_held",
         "unlock by the resumed old holder {}",
         a.label
     );
     ensure_eq!(
-        key_state(&mut con, &name)?.fields,
+        key_state(con, name)?.fields,
         state.fields,
         "the hash after the old holder's unlock"
     );
-    ensure_eq!(hold_count(&b, &name, owner)?, 1, "{} hold_count", b.label);
-    unlock(&b, &name, owner)?;
-    expect_free(&mut con, &name)?;
+    ensure_eq!(hold_count(b, name, owner)?, 1, "{} hold_count", b.label);
+    unlock(b, name, owner)?;
+    expect_free(con, name)?;
     Ok(format!(
         "taken over {taken:.0} ms after SIGSTOP; after SIGCONT the old holder's unlock is not_held"
     ))
