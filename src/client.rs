@@ -9,6 +9,7 @@ use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::config::Config;
 use crate::connection::Connections;
@@ -155,6 +156,12 @@ impl Client {
         self.inner.shutdown.cancelled().await;
     }
 
+    /// A token that keeps [`shutdown`](Self::shutdown) waiting (before it closes the
+    /// connections) until it is dropped: for cleanup that must still reach Redis.
+    pub(crate) fn shutdown_waits(&self) -> TaskTrackerToken {
+        self.inner.tracker.token()
+    }
+
     /// Spawns background work that [`shutdown`](Self::shutdown) waits for, on the client's
     /// runtime (works from any thread).
     pub(crate) fn spawn<F>(&self, task: F) -> JoinHandle<F::Output>
@@ -213,6 +220,12 @@ impl ClientBuilder {
     /// Sets [`Config::recheck_interval`].
     pub fn recheck_interval(mut self, interval: Duration) -> Self {
         self.config.recheck_interval = interval;
+        self
+    }
+
+    /// Sets [`Config::fair_wait_timeout`].
+    pub fn fair_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.config.fair_wait_timeout = timeout;
         self
     }
 

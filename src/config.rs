@@ -49,6 +49,13 @@ pub struct Config {
     /// Default: 1 s.
     #[cfg_attr(feature = "serde", serde(rename = "recheck_interval_ms", with = "ms"))]
     pub recheck_interval: Duration,
+    /// Slot of one fair-lock waiter: a queued waiter that has not taken the lock this long after
+    /// its turn came is dropped from the queue (Redisson's `fairLockWaitTimeout`). A
+    /// `try_lock_for(wait)` uses `wait` as its slot instead, as Redisson does.
+    ///
+    /// Default: 5 min.
+    #[cfg_attr(feature = "serde", serde(rename = "fair_wait_timeout_ms", with = "ms"))]
+    pub fair_wait_timeout: Duration,
     /// Time limit of one Redis command or script call, including taking a connection
     /// (Redisson's `timeout`).
     ///
@@ -70,6 +77,7 @@ impl Default for Config {
             watchdog_timeout: Duration::from_secs(30),
             watchdog_batch_size: 100,
             recheck_interval: Duration::from_secs(1),
+            fair_wait_timeout: Duration::from_secs(300),
             command_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(3),
         }
@@ -114,6 +122,11 @@ impl Config {
             (
                 "recheck_interval",
                 self.recheck_interval,
+                Duration::from_millis(1),
+            ),
+            (
+                "fair_wait_timeout",
+                self.fair_wait_timeout,
                 Duration::from_millis(1),
             ),
             (

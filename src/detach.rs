@@ -13,14 +13,14 @@ use std::task::{Context, Poll};
 use crate::client::Client;
 
 /// A boxed, sendable, `'static` future.
-pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-type Finish<T> = Box<dyn FnOnce(T) -> BoxFuture<()> + Send + 'static>;
+type Finish<T> = Box<dyn FnOnce(T) -> BoxFuture<'static, ()> + Send + 'static>;
 
 /// A future that, dropped before it completes, completes in a task of the client and passes
 /// its output to `finish`.
 pub(crate) struct Detachable<T: Send + 'static> {
-    call: Option<BoxFuture<T>>,
+    call: Option<BoxFuture<'static, T>>,
     finish: Option<Finish<T>>,
     client: Client,
 }

@@ -7,33 +7,26 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::detach::Detachable;
 use crate::error::{Error, Result};
+use crate::kind::LockKind;
 use crate::owner::Owner;
 use crate::watchdog::{LostSignal, Watched};
-
-/// Which primitive a hold belongs to, with what its release script needs beyond the name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// A reentrant lock ([`crate::Lock`]), publishing on this unlock channel.
-    Lock { channel: Arc<str> },
-}
 
 /// Everything needed to release one hold; runs on its own, detached from the guard.
 #[derive(Clone, Debug)]
 pub(crate) struct Release {
     pub(crate) client: Client,
-    pub(crate) kind: Kind,
+    /// The primitive the hold belongs to: its scripts and names.
+    pub(crate) kind: Arc<dyn LockKind>,
     pub(crate) name: Arc<str>,
     pub(crate) field: String,
-    /// Lease re-applied to the key when other holds of the same owner remain.
+    /// Lease of the hold, re-applied to the key when other holds of the same owner remain.
     pub(crate) lease_ms: u64,
 }
 
 impl Release {
     /// Runs the release script once.
     pub(crate) async fn run(self) -> Result<()> {
-        match &self.kind {
-            Kind::Lock { channel } => crate::lock::release(&self, channel).await,
-        }
+        self.kind.release(&self).await
     }
 }
 
@@ -60,6 +53,7 @@ impl Held {
             let watched = Watched {
                 key: release.name.to_string(),
                 field: release.field.clone(),
+                renewal: release.kind.renewal(&release),
             };
             let lost = release.client.inner().watchdog.register(watched.clone());
             (Some(watched), lost)
@@ -163,5 +157,113 @@ impl Drop for Held {
                 tracing::warn!(lock = %name, error = %e, "release on drop failed");
             }
         }));
+    }
+}
+
+/// A held lock of any kind (such as a [`Lock`](crate::Lock)): one hold of one owner.
+///
+/// Like tokio's `OwnedMutexGuard`, the guard owns what it needs (`'static`, `Send + Sync`): it
+/// can be moved to another task and released there. It does not lock anything in-process.
+///
+/// # Release on drop
+///
+/// Dropping the guard stops its lease renewal at once and schedules the release in a
+/// background task of the client; it returns immediately, never blocks and never panics (also
+/// on a thread outside the runtime, and during unwinding; there is no poisoning). The lock
+/// becomes free shortly after the drop, not at it: use [`unlock`](Self::unlock) when the next
+/// step depends on the lock being free. Call [`Client::shutdown`] before the runtime ends, or
+/// releases still scheduled are lost and those locks stay held until their lease expires.
+#[clippy::has_significant_drop]
+#[must_use = "if unused the lock will immediately be released"]
+#[derive(Debug)]
+pub struct LockGuard {
+    held: Held,
+}
+
+impl LockGuard {
+    pub(crate) fn new(held: Held) -> Self {
+        Self { held }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.held.name()
+    }
+
+    /// The owner holding the lock through this guard.
+    pub fn owner(&self) -> Owner {
+        self.held.owner()
+    }
+
+    /// The explicit lease, or `None` when the watchdog renews the lock.
+    pub fn lease(&self) -> Option<Duration> {
+        self.held.lease()
+    }
+
+    /// `true` once the watchdog found the lock gone (expired during a stall, force-unlocked,
+    /// deleted). Locks with an explicit lease are not watched and never report lost.
+    pub fn is_lost(&self) -> bool {
+        self.held.is_lost()
+    }
+
+    /// Resolves when the watchdog finds the lock lost; pends forever for an explicit lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    ///
+    /// # Examples
+    ///
+    /// ```rust,no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), redisson_sync::Error> {
+    /// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379").unwrap();
+    /// # async fn work() {}
+    /// let guard = client.lock("job").lock().await?;
+    /// tokio::select! {
+    ///     () = work() => guard.unlock().await?,
+    ///     () = guard.lost() => eprintln!("lock lost, stopping"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lost(&self) {
+        self.held.lost().await;
+    }
+
+    /// Releases this hold (Redisson's `unlock()`): decrements the hold count, and on the last
+    /// hold deletes the key and publishes the unlock message.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the watchdog had found the lock lost (Redis is not touched);
+    /// [`Error::NotHeld`] when the owner no longer holds it (lease expired, force-unlocked,
+    /// taken over); [`Error::Redis`], [`Error::Timeout`]; [`Error::Shutdown`] after
+    /// [`Client::shutdown`] (the lock then expires with its lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the release completes even if this future is dropped (it then finishes in a
+    /// task of the client); only its result is lost.
+    ///
+    /// # Examples
+    ///
+    /// ```rust,no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), redisson_sync::Error> {
+    /// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379").unwrap();
+    /// let guard = client.lock("order:42").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn unlock(self) -> Result<()> {
+        self.held.unlock().await
+    }
+
+    /// Stops renewal and keeps the lock without releasing it: it stays held until its lease
+    /// expires (like tokio's `SemaphorePermit::forget`).
+    pub fn forget(self) {
+        self.held.forget();
     }
 }

@@ -5,12 +5,15 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(not(test), deny(clippy::panic, clippy::print_stdout))]
 
+mod acquire;
 mod client;
 mod config;
 mod connection;
 mod detach;
 mod error;
 mod guard;
+mod handle;
+mod kind;
 mod lock;
 mod naming;
 mod owner;
@@ -21,7 +24,9 @@ mod watchdog;
 pub use client::{Client, ClientBuilder};
 pub use config::Config;
 pub use error::{BuildError, Error, Result};
-pub use lock::{Lock, LockGuard, LockOptions, Ttl};
+pub use guard::LockGuard;
+pub use handle::{LockOptions, Ttl};
+pub use lock::Lock;
 pub use owner::Owner;
 pub use redis;
 

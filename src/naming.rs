@@ -20,7 +20,6 @@ pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
 
 /// Redisson's `RedissonObject.suffixName(name, suffix)`: `{name}:suffix`, or `name:suffix` when
 /// `name` already contains `{`.
-#[allow(dead_code)] // used by the fair and read-write locks
 pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
     if name.contains('{') {
         format!("{name}:{suffix}")
@@ -33,6 +32,60 @@ pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
 /// `redisson_lock__channel:{N}` (`RedissonLock.getChannelName`).
 pub(crate) fn lock_channel(name: &str) -> String {
     prefix_name("redisson_lock__channel", name)
+}
+
+/// The fair lock's waiter queue, a list of holder fields: `redisson_lock_queue:{N}`.
+#[allow(dead_code)] // used by the fair lock
+pub(crate) fn fair_queue(name: &str) -> String {
+    prefix_name("redisson_lock_queue", name)
+}
+
+/// The fair lock's waiter deadlines, a sorted set of holder fields scored by epoch ms:
+/// `redisson_lock_timeout:{N}`.
+#[allow(dead_code)] // used by the fair lock
+pub(crate) fn fair_timeouts(name: &str) -> String {
+    prefix_name("redisson_lock_timeout", name)
+}
+
+/// The wake-up channel of one fair-lock waiter: `redisson_lock__channel:{N}:<field>`
+/// (`RedissonFairLock` subscribes to `getChannelName() + ":" + getLockName(threadId)`).
+#[allow(dead_code)] // used by the fair lock
+pub(crate) fn fair_waiter_channel(name: &str, field: &str) -> String {
+    format!("{}:{field}", lock_channel(name))
+}
+
+/// The channel of a read-write lock, shared by both halves: `redisson_rwlock:{N}`.
+#[allow(dead_code)] // used by the read-write lock
+pub(crate) fn rwlock_channel(name: &str) -> String {
+    prefix_name("redisson_rwlock", name)
+}
+
+/// The hash field of a write holder: `<client uuid>:<owner id>:write`
+/// (`RedissonWriteLock.getLockName`).
+#[allow(dead_code)] // used by the read-write lock
+pub(crate) fn write_field(client_id: &str, owner_id: u64) -> String {
+    let mut field = holder_field(client_id, owner_id);
+    field.push_str(":write");
+    field
+}
+
+/// The prefix of one reader's timeout marker keys, `timeoutPrefix(F)` of §5.1:
+/// `{N}:F:rwlock_timeout` (`N:F:rwlock_timeout` when `N` contains `{`). Its k-th outstanding
+/// read hold has the key `<prefix>:k`.
+#[allow(dead_code)] // used by the read-write lock
+pub(crate) fn rwlock_timeout_prefix(name: &str, field: &str) -> String {
+    suffix_name(name, &format!("{field}:rwlock_timeout"))
+}
+
+/// `keyPrefix` of §5.1, from which the scripts build any reader's marker keys
+/// (`keyPrefix:G:rwlock_timeout:k`): `{N}`, or `N` when `N` contains `{`.
+#[allow(dead_code)] // used by the read-write lock
+pub(crate) fn rwlock_key_prefix(name: &str) -> String {
+    if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    }
 }
 
 /// The lock hash field of one holder: `<client uuid>:<owner id>` (`RedissonBaseLock.getLockName`).
@@ -90,6 +143,48 @@ mod tests {
             lock_channel("order:42"),
             "redisson_lock__channel:{order:42}"
         );
+    }
+
+    #[test]
+    fn fair_lock_names_follow_section_4_1() {
+        assert_eq!(fair_queue("myLock"), "redisson_lock_queue:{myLock}");
+        assert_eq!(fair_timeouts("myLock"), "redisson_lock_timeout:{myLock}");
+        assert_eq!(
+            fair_queue("{user1}:lock"),
+            "redisson_lock_queue:{user1}:lock"
+        );
+        assert_eq!(
+            fair_waiter_channel("myLock", "u:7"),
+            "redisson_lock__channel:{myLock}:u:7"
+        );
+        assert_eq!(
+            fair_waiter_channel("{a}b", "u:7"),
+            "redisson_lock__channel:{a}b:u:7"
+        );
+    }
+
+    #[test]
+    fn rwlock_names_follow_section_5_1() {
+        let f = "1f6a3c2e-9b1d-4c7a-8e55-0d2f4b6a7c81:57";
+        assert_eq!(rwlock_channel("myLock"), "redisson_rwlock:{myLock}");
+        assert_eq!(
+            write_field("1f6a3c2e-9b1d-4c7a-8e55-0d2f4b6a7c81", 57),
+            format!("{f}:write")
+        );
+        assert_eq!(
+            rwlock_timeout_prefix("myLock", f),
+            format!("{{myLock}}:{f}:rwlock_timeout")
+        );
+        assert_eq!(
+            rwlock_timeout_prefix("{test}:abc:key", f),
+            format!("{{test}}:abc:key:{f}:rwlock_timeout")
+        );
+        // keyPrefix is timeoutPrefix with everything from ":" + F cut off.
+        for name in ["myLock", "{test}:abc:key", "a{b"] {
+            let prefix = rwlock_timeout_prefix(name, f);
+            let cut = &prefix[..prefix.find(&format!(":{f}")).unwrap()];
+            assert_eq!(rwlock_key_prefix(name), cut, "{name}");
+        }
     }
 
     #[test]

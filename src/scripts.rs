@@ -21,3 +21,8 @@ pub(crate) static LOCK_FORCE_UNLOCK: LazyLock<Script> =
 /// `lua/lock/renew.lua`: the watchdog's batched renewal. Reply: one 0/1 per key.
 pub(crate) static LOCK_RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/lock/renew.lua")));
+
+/// `lua/rwlock/renew_read.lua`: the watchdog's batched renewal of read holds (Redisson's
+/// `ReadLockTask`, 4.4+). Reply: one 0/1 per key.
+pub(crate) static RWLOCK_RENEW_READ: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/renew_read.lua")));

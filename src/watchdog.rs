@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::Connections;
+use crate::kind::Renewal;
 use crate::pubsub::lock;
 use crate::scripts;
 
@@ -45,11 +46,12 @@ impl LostSignal {
     }
 }
 
-/// One watched hold: a lock key and the holder field to renew it for.
+/// One watched hold: a lock key, the holder field to renew it for, and how.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Watched {
     pub(crate) key: String,
     pub(crate) field: String,
+    pub(crate) renewal: Renewal,
 }
 
 #[derive(Debug)]
@@ -143,29 +145,41 @@ async fn renew_loop(
                 .collect(),
             None => return,
         };
-        for batch in snapshot.chunks(batch_size) {
+        // Plain holds and read holds take different scripts; each is batched on its own.
+        let (hashes, reads): (Vec<_>, Vec<_>) = snapshot
+            .into_iter()
+            .partition(|(w, _)| w.renewal == Renewal::Hash);
+        for batch in hashes.chunks(batch_size).chain(reads.chunks(batch_size)) {
             renew_batch(&registry, &connections, &lease_ms, batch).await;
         }
     }
 }
 
-/// Renews one batch; raises the lost signal of every hold whose field is gone.
+/// Renews one batch of holds of the same [`Renewal`]; raises the lost signal of every hold
+/// whose field is gone.
 async fn renew_batch(
     registry: &Weak<Registry>,
     connections: &Connections,
     lease_ms: &str,
     batch: &[(Watched, Arc<LostSignal>)],
 ) {
-    let mut invocation = scripts::LOCK_RENEW.prepare_invoke();
+    let script = match batch.first().map(|(w, _)| &w.renewal) {
+        Some(Renewal::Read { .. }) => &*scripts::RWLOCK_RENEW_READ,
+        _ => &*scripts::LOCK_RENEW,
+    };
+    let mut invocation = script.prepare_invoke();
     invocation.arg(lease_ms);
     for (watched, _) in batch {
         invocation.key(&watched.key).arg(&watched.field);
+        if let Renewal::Read { marker_prefix } = &watched.renewal {
+            invocation.arg(marker_prefix);
+        }
     }
     let first_key = batch.first().map_or("", |(w, _)| w.key.as_str());
     let replies = match connections.script("renew", first_key, &invocation).await {
         Ok(Value::Array(replies)) if replies.len() == batch.len() => replies,
         Ok(other) => {
-            tracing::warn!(reply = ?other, "unexpected reply from lock/renew.lua");
+            tracing::warn!(reply = ?other, "unexpected reply from a renewal script");
             return;
         }
         Err(e) => {
