@@ -250,8 +250,15 @@ public final class Agent {
                     }
                     break;
                 case "try_lock":
-                    resp.put("acquired", lock.tryLock(r.waitMs, r.leaseMs > 0 ? r.leaseMs : -1,
-                            TimeUnit.MILLISECONDS));
+                    // No wait and no lease: the single-attempt tryLock(). For RFairLock it is the
+                    // only form that never joins the queue; tryLock(0, ...) enqueues, then leaves
+                    // the queue again (acquireFailed).
+                    if (r.waitMs == 0 && r.leaseMs <= 0) {
+                        resp.put("acquired", lock.tryLock());
+                    } else {
+                        resp.put("acquired", lock.tryLock(r.waitMs, r.leaseMs > 0 ? r.leaseMs : -1,
+                                TimeUnit.MILLISECONDS));
+                    }
                     break;
                 case "unlock":
                     lock.unlock();
