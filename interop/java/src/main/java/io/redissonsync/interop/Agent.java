@@ -32,6 +32,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.redisson.Redisson;
 import org.redisson.api.RBucket;
 import org.redisson.api.RLock;
+import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.RedisException;
 import org.redisson.client.RedisTimeoutException;
@@ -41,7 +42,8 @@ import org.redisson.client.codec.StringCodec;
  * Java (Redisson) conformance agent: JSON lines on stdin, one response per request on stdout.
  * The contract is CONFORMANCE_PROTOCOL.md. Each protocol owner N runs on its own dedicated
  * thread, so Redisson's thread id (the part after the client id in the lock hash field)
- * identifies the owner; requests without an owner run on a cached pool.
+ * identifies the owner; requests without an owner run on a cached pool. Kinds: lock (RLock),
+ * fair (RFairLock), read and write (the halves of RReadWriteLock); the others are unsupported.
  */
 public final class Agent {
     /** Ops that get start_ns/end_ns on every response. */
@@ -52,6 +54,8 @@ public final class Agent {
             "hold_count", "stress");
     private static final Set<String> OWNERLESS_OPS = Set.of("force_unlock", "is_locked", "remaining_ttl",
             "bench");
+    /** Lock kinds this agent has: RLock, RFairLock and the two halves of RReadWriteLock. */
+    private static final Set<String> KINDS = Set.of("lock", "fair", "read", "write");
     private static final Pattern ID_IN_GARBAGE = Pattern.compile("\"id\"\\s*:\\s*(-?\\d{1,18})(?![\\d.eE])");
 
     /** How long, after end of input, requests still running may take before the client is shut. */
@@ -67,11 +71,14 @@ public final class Agent {
     private final PrintStream out;
     private final ConcurrentHashMap<Long, ExecutorService> owners = new ConcurrentHashMap<>();
     /**
-     * One RLock object per name, shared by every owner, as a service keeps one per resource.
-     * It matters: a partial unlock re-applies the object's internalLockLeaseTime, which is the
-     * last explicit lease this object acquired with (the watchdog timeout on a fresh object).
+     * One lock object per (kind, name), shared by every owner, as a service keeps one per
+     * resource. It matters: a partial unlock re-applies the object's internalLockLeaseTime, which
+     * is the last explicit lease this object acquired with (the watchdog timeout on a fresh
+     * object).
      */
-    private final ConcurrentHashMap<String, RLock> locks = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<LockKey, RLock> locks = new ConcurrentHashMap<>();
+    /** The RReadWriteLock per name whose halves are the cached `read` and `write` locks. */
+    private final ConcurrentHashMap<String, RReadWriteLock> readWriteLocks = new ConcurrentHashMap<>();
     private final ExecutorService ownerless = Executors.newCachedThreadPool(daemonThreads("agent-worker"));
     private final AtomicInteger inflight = new AtomicInteger();
 
@@ -230,7 +237,7 @@ public final class Agent {
         if (r.op.equals("bench")) {
             return bench(r);
         }
-        RLock lock = locks.computeIfAbsent(r.name, redisson::getLock);
+        RLock lock = locks.computeIfAbsent(new LockKey(r.kind, r.name), this::cachedLock);
         ObjectNode resp = ok(r.id);
         long start = System.nanoTime();
         try {
@@ -243,8 +250,15 @@ public final class Agent {
                     }
                     break;
                 case "try_lock":
-                    resp.put("acquired", lock.tryLock(r.waitMs, r.leaseMs > 0 ? r.leaseMs : -1,
-                            TimeUnit.MILLISECONDS));
+                    // No wait and no lease: the single-attempt tryLock(). For RFairLock it is the
+                    // only form that never joins the queue; tryLock(0, ...) enqueues, then leaves
+                    // the queue again (acquireFailed).
+                    if (r.waitMs == 0 && r.leaseMs <= 0) {
+                        resp.put("acquired", lock.tryLock());
+                    } else {
+                        resp.put("acquired", lock.tryLock(r.waitMs, r.leaseMs > 0 ? r.leaseMs : -1,
+                                TimeUnit.MILLISECONDS));
+                    }
                     break;
                 case "unlock":
                     lock.unlock();
@@ -283,8 +297,42 @@ public final class Agent {
         return resp;
     }
 
+    /** The lock object of (kind, name) the agent keeps; read and write share one RReadWriteLock. */
+    private RLock cachedLock(LockKey key) {
+        switch (key.kind) {
+            case "read":
+                return readWriteLocks.computeIfAbsent(key.name, redisson::getReadWriteLock).readLock();
+            case "write":
+                return readWriteLocks.computeIfAbsent(key.name, redisson::getReadWriteLock).writeLock();
+            default:
+                return newLock(key.kind, key.name);
+        }
+    }
+
+    /** A new lock object of the given kind (one of KINDS) on name. */
+    private RLock newLock(String kind, String name) {
+        switch (kind) {
+            case "lock":
+                return redisson.getLock(name);
+            case "fair":
+                return redisson.getFairLock(name);
+            case "read":
+                return redisson.getReadWriteLock(name).readLock();
+            case "write":
+                return redisson.getReadWriteLock(name).writeLock();
+            default:
+                throw new IllegalArgumentException("kind " + kind);
+        }
+    }
+
+    /** Key of the lock cache. */
+    private record LockKey(String kind, String name) {
+    }
+
     private void stress(Request r, RLock lock, ObjectNode resp) throws OpError {
         RBucket<String> counter = redisson.getBucket(r.counter, StringCodec.INSTANCE);
+        // Readers only look at the counter: several may hold the lock at once.
+        boolean writes = !r.kind.equals("read");
         ArrayNode intervals = r.record ? resp.arrayNode() : null;
         long done = 0;
         for (long i = 0; i < r.iterations; i++) {
@@ -302,7 +350,9 @@ public final class Agent {
                 if (r.holdUs > 0) {
                     sleepMicros(r.holdUs);
                 }
-                counter.set(Long.toString(value + 1));
+                if (writes) {
+                    counter.set(Long.toString(value + 1));
+                }
                 releasing = System.nanoTime();
             } catch (RuntimeException | OpError e) {
                 try {
@@ -335,7 +385,7 @@ public final class Agent {
         Thread[] threads = new Thread[tasks];
         for (int t = 0; t < tasks; t++) {
             final int task = t;
-            RLock lock = redisson.getLock(r.sameKey ? r.name : r.name + ":" + t);
+            RLock lock = newLock(r.kind, r.sameKey ? r.name : r.name + ":" + t);
             // A fresh platform thread per task: each task is its own lock owner.
             threads[t] = new Thread(() -> {
                 ready.countDown();
@@ -545,6 +595,7 @@ public final class Agent {
     static final class Request {
         final long id;
         final String op;
+        String kind;
         String name;
         long owner;
         long leaseMs;
@@ -567,9 +618,10 @@ public final class Agent {
             if (kind == null || !kind.isTextual()) {
                 throw new OpError("bad_request", op + " needs a string \"kind\"");
             }
-            if (!kind.asText().equals("lock")) {
+            if (!KINDS.contains(kind.asText())) {
                 throw new OpError("unsupported", "kind " + kind.asText() + " is not supported by the java agent");
             }
+            r.kind = kind.asText();
             r.name = string(req, "name");
             if (OWNER_OPS.contains(op)) {
                 r.owner = integer(req, "owner", null);
