@@ -75,9 +75,11 @@ const MAX_SLOT_MS: u64 = 1 << 53;
 /// Redis is written exactly as Redisson writes it. Two replies differ: an unlock when the lock
 /// no longer exists (its lease ran out, or it was force-unlocked) wakes the head as Redisson
 /// does, but returns [`Error::NotHeld`](crate::Error::NotHeld) where Redisson reports success,
-/// as [`Lock`](crate::Lock) does; and a queued waiter polling while the lock is free (the head
-/// is about to take it) gets the time until the head's deadline as its sleep hint, where
-/// Redisson's waiters re-poll at once.
+/// as [`Lock`](crate::Lock) does; and the sleep hint a queued waiter gets when it re-checks is
+/// the earlier of the lock's remaining TTL and the head's deadline, where Redisson's is the
+/// TTL, or 0 (re-poll at once) while the lock is free or has no expiry. So a waiter behind a
+/// crashed head (whose wake-up message is lost) re-checks when that head's slot ends, not a
+/// whole re-check interval later, and never spins.
 ///
 /// A `FairLock` is a cheap handle (client clone + name): create one per use or keep it.
 ///

@@ -498,3 +498,40 @@ async fn purge_drops_only_past_due_heads() {
         ["id:ghost", "id:5", "id:y", "id:ghost2", "id:z"]
     );
 }
+
+/// The sleep hint of a queued waiter's re-poll: the lock's PTTL, or sooner the head's
+/// deadline (a crashed head's wake-up is lost; its deadline is when the purge drops it).
+#[tokio::test]
+async fn a_queued_waiter_sleeps_until_the_heads_deadline_at_most() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let k = Keys::new("fair-hint");
+    let t = now();
+    assert_eq!(acquire(&mut raw, &k, t, "id:x").await, Value::Nil);
+    let () = raw.rpush(&k.queue, "id:dead").await.unwrap();
+    let () = raw.zadd(&k.timeouts, "id:dead", t + 1_000).await.unwrap();
+    assert_eq!(acquire(&mut raw, &k, t, "id:y").await, Value::Int(1_000));
+    assert_eq!(score(&mut raw, &k, "id:y").await, t + 1_000 + SLOT);
+    assert_eq!(acquire(&mut raw, &k, t, "id:y").await, Value::Int(1_000));
+    assert_eq!(acquire(&mut raw, &k, t + 999, "id:y").await, Value::Int(1));
+    // At the dead head's deadline the purge drops it; y is the head: the lock's PTTL.
+    let hint = int(&acquire(&mut raw, &k, t + 1_000, "id:y").await);
+    assert!((LEASE - 100..=LEASE).contains(&hint), "{hint}");
+    assert_eq!(queue(&mut raw, &k).await, ["id:y"]);
+    let () = raw.persist(&k.name).await.unwrap();
+    assert_eq!(acquire(&mut raw, &k, t, "id:y").await, Value::Int(-1));
+    // Behind a head with a deadline, a lock without expiry gives the head's deadline (also
+    // z's ttl when it queued: one slot after it).
+    assert_eq!(
+        acquire(&mut raw, &k, t, "id:z").await,
+        Value::Int(1_000 + SLOT)
+    );
+    assert_eq!(
+        acquire(&mut raw, &k, t, "id:z").await,
+        Value::Int(1_000 + SLOT)
+    );
+    assert_eq!(
+        acquire(&mut raw, &k, t + 1_400, "id:z").await,
+        Value::Int(100)
+    );
+}

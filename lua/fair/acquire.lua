@@ -17,12 +17,13 @@
 --        When F joins the queue: the ttl of Redisson's arithmetic, the time until the waiter
 --        before F must have taken the lock (its deadline - now), or PTTL N when F is first;
 --        F's deadline is ttl + ARGV[4] + now.
---        When F was already queued (its deadline is never refreshed): PTTL N while N exists
---        (-1: no expiry) like Redisson. While N does not exist (another waiter is the head,
---        about to take it) Redisson replies 0 and its waiters re-poll at once; this script
---        replies the time until the head's deadline (when the purge would drop a dead head),
---        or -2 (no hint) when the head has no deadline. Only the reply differs: Redis is
---        left exactly as Redisson leaves it.
+--        When F was already queued (its deadline is never refreshed): Redisson replies
+--        max(0, PTTL N), so its waiters re-poll at once while N is free or has no expiry.
+--        This script replies a sleep hint instead: the earlier of PTTL N and, when another
+--        waiter is the head, the time until the head's deadline (when the purge drops a
+--        crashed head, whose wake-up message is lost), at least 1; -1 when N has no expiry
+--        and -2 when N does not exist, if the head gives no deadline. Only the reply
+--        differs: Redis is left exactly as Redisson leaves it.
 if redis.call('exists', KEYS[1]) == 0
     and (redis.call('exists', KEYS[2]) == 0 or redis.call('lindex', KEYS[2], 0) == ARGV[3]) then
     redis.call('lpop', KEYS[2])
@@ -42,15 +43,18 @@ if redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
 end
 if redis.call('zscore', KEYS[3], ARGV[3]) ~= false then
     local pttl = redis.call('pttl', KEYS[1])
-    if pttl ~= -2 then
-        return pttl
-    end
     local head = redis.call('lindex', KEYS[2], 0)
-    local head_deadline = head and redis.call('zscore', KEYS[3], head)
-    if head_deadline then
-        return math.max(1, tonumber(head_deadline) - tonumber(ARGV[1]))
+    local head_deadline = false
+    if head ~= false and head ~= ARGV[3] then
+        head_deadline = redis.call('zscore', KEYS[3], head)
     end
-    return -2
+    if head_deadline ~= false then
+        local until_head = math.max(1, tonumber(head_deadline) - tonumber(ARGV[1]))
+        if pttl < 0 or until_head < pttl then
+            return until_head
+        end
+    end
+    return pttl
 end
 local last = redis.call('lindex', KEYS[2], -1)
 local ttl
