@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use redisson_sync::{Client, Lock, LockGuard, LockOptions, Owner, Result, Ttl};
+use redisson_sync::{Client, FairLock, Lock, LockGuard, LockOptions, Owner, Result, Ttl};
 
 use crate::protocol::{Code, Failure, Kind};
 
@@ -12,6 +12,7 @@ use crate::protocol::{Code, Failure, Kind};
 #[derive(Debug)]
 pub enum AnyLock {
     Lock(Lock),
+    Fair(FairLock),
 }
 
 /// Runs `$body` with `$lock` bound to the lock inside any variant.
@@ -19,6 +20,7 @@ macro_rules! on_lock {
     ($any:expr, $lock:ident => $body:expr) => {
         match $any {
             AnyLock::Lock($lock) => $body,
+            AnyLock::Fair($lock) => $body,
         }
     };
 }
@@ -32,6 +34,7 @@ impl AnyLock {
     ) -> std::result::Result<Self, Failure> {
         match kind {
             Kind::Lock => Ok(Self::Lock(client.lock(name))),
+            Kind::Fair => Ok(Self::Fair(client.fair_lock(name))),
             other => Err(Failure::new(
                 Code::Unsupported,
                 format!("kind {other:?} is not supported by this crate yet"),

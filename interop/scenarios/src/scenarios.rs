@@ -38,6 +38,11 @@ macro_rules! ensure_eq {
     }};
 }
 
+// The fair-lock scenarios live in their own file, as a child module so that they share this
+// module's helpers and macros.
+#[path = "fair.rs"]
+mod fair;
+
 type Run = fn(&Ctx, Impl, Impl) -> Result<String, String>;
 
 pub struct Scenario {
@@ -121,6 +126,30 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: false,
         run: mixed_stress,
+    },
+    Scenario {
+        name: "fair order",
+        smoke: true,
+        directed: true,
+        run: fair::fair_order,
+    },
+    Scenario {
+        name: "fair head-only wake-up",
+        smoke: true,
+        directed: true,
+        run: fair::fair_head_only,
+    },
+    Scenario {
+        name: "fair dead head",
+        smoke: true,
+        directed: true,
+        run: fair::fair_dead_head,
+    },
+    Scenario {
+        name: "fair stress",
+        smoke: false,
+        directed: false,
+        run: fair::fair_stress,
     },
 ];
 
