@@ -100,6 +100,8 @@ pub struct Sizes {
     /// S6: waiters parked in this process, and in each agent.
     pub s6_in_process: Vec<usize>,
     pub s6_in_agent: usize,
+    /// S6: how long the commands of parked waiters are counted.
+    pub s6_idle_window: std::time::Duration,
 }
 
 impl Sizes {
@@ -120,6 +122,7 @@ impl Sizes {
                 s5_waiters: 3,
                 s6_in_process: vec![100],
                 s6_in_agent: 20,
+                s6_idle_window: std::time::Duration::from_secs(1),
             }
         } else {
             Self {
@@ -131,12 +134,13 @@ impl Sizes {
                 s2: vec![(8, 1_500), (64, 250), (512, 30)],
                 s3_tasks: 8,
                 s3_bench_iterations: 150,
-                s3_sections: 250,
+                s3_sections: 400,
                 s4_tasks: 64,
                 s4_sections: 50,
                 s5_waiters: 16,
                 s6_in_process: vec![1_000, 10_000],
                 s6_in_agent: 1_000,
+                s6_idle_window: std::time::Duration::from_secs(3),
             }
         }
     }

@@ -107,7 +107,10 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
             Err(drive::Error::Unsupported(reason)) => {
                 report.not_run.push((id.to_owned(), reason));
             }
-            Err(e) => return Err(format!("{id}: {e}")),
+            Err(e) => {
+                println!("\nso far (nothing written):\n{}", report.table());
+                return Err(format!("{id}: {e}"));
+            }
         }
     }
     let took = started.elapsed().as_secs();

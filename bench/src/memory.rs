@@ -80,6 +80,9 @@ pub struct Parked {
     pub connections: usize,
     /// `PUBSUB NUMSUB` of the lock's channel.
     pub subscribers: i64,
+    /// Client-sent commands per waiter per second while they wait (re-checks without any
+    /// unlock), over `Sizes::s6_idle_window`.
+    pub idle_rate: f64,
 }
 
 /// Parks each count of tasks in this process and measures them (a warm-up round of 100
@@ -156,6 +159,7 @@ fn measure(env: &Env, name: &str, base_commands: u64, n: usize, before_rss: u64)
         heap_per_waiter: 0.0,
         connections: client_count(&mut con)?,
         subscribers: numsub(&mut con, &channel(name))?,
+        idle_rate: idle_rate(&mut con, n, env.sizes.s6_idle_window)?,
     })
 }
 
@@ -196,6 +200,7 @@ pub fn in_agent(env: &Env, imp: Impl, n: usize) -> Result<Parked> {
         heap_per_waiter: 0.0,
         connections: client_count(&mut con)?.saturating_sub(before_connections),
         subscribers: numsub(&mut con, &channel(&name))?,
+        idle_rate: idle_rate(&mut con, n, env.sizes.s6_idle_window)?,
     };
     drop(con);
     if let Some(failed) = ids.iter().find_map(|&id| agent.poll(id)) {
@@ -214,28 +219,33 @@ fn sent_total(con: &mut Connection) -> Result<u64> {
     Ok(drive::command_stats(con)?.sent_total())
 }
 
-/// Waits until the waiters have stopped sending commands: at least `n` more than `base`
-/// (each tried the lock once), and no new command for 3 polls 200 ms apart.
+/// Waits until the waiters are parked: at least `2 n` client-sent commands since `base`
+/// (each waiter of either implementation tries once, subscribes — one SUBSCRIBE per channel
+/// and connection — and tries again before it sleeps), then half a second more.
 fn settle(con: &mut Connection, base: u64, n: u64) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
-    let (mut last, mut still) = (base, 0);
+    let mut now = base;
     while Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-        let now = sent_total(con)?;
-        if now == last && now >= base + n {
-            still += 1;
-            if still == 3 {
-                return Ok(());
-            }
-        } else {
-            still = 0;
+        std::thread::sleep(Duration::from_millis(100));
+        now = sent_total(con)?;
+        if now >= base + 2 * n {
+            std::thread::sleep(Duration::from_millis(500));
+            return Ok(());
         }
-        last = now;
     }
     Err(Error::Failed(format!(
-        "{n} waiters did not settle within 120 s ({} commands)",
-        last - base
+        "{n} waiters did not park within 120 s ({} commands)",
+        now - base
     )))
+}
+
+/// Client-sent commands per waiter per second over `window`.
+fn idle_rate(con: &mut Connection, n: usize, window: Duration) -> Result<f64> {
+    let before = sent_total(con)?;
+    std::thread::sleep(window);
+    let after = sent_total(con)?;
+    // The two INFO calls are excluded from the counts already.
+    Ok(after.saturating_sub(before) as f64 / window.as_secs_f64() / n as f64)
 }
 
 /// `VmRSS` of `/proc/<pid>/status`, in bytes (`pid` may be `self`).

@@ -599,87 +599,54 @@ fn fair_queue(env: &Env, agents: &[Agent], n: u64) -> Result<FairRun> {
 pub fn s6(env: &Env, report: &mut Report) -> Result<()> {
     let s = &env.sizes;
     let parked = memory::in_process(env, &s.s6_in_process)?;
-    for p in &parked {
-        let label = format!("{} tasks parked in this process", p.waiters);
-        report.sample(
-            "S6",
-            &format!("RSS bytes per waiter, {label}"),
-            "rust",
-            0,
-            p.bytes_per_waiter,
-        );
-        report.sample(
-            "S6",
-            &format!("heap bytes per waiter, {label}"),
-            "rust",
-            0,
-            p.heap_per_waiter,
-        );
-        report.sample(
-            "S6",
-            &format!("Redis connections, {label}"),
-            "rust",
-            0,
-            p.connections as f64,
-        );
-        report.sample(
-            "S6",
-            &format!("PUBSUB NUMSUB, {label}"),
-            "rust",
-            0,
-            p.subscribers as f64,
-        );
-    }
     let connections: Vec<usize> = parked.iter().map(|p| p.connections).collect();
     for p in &parked {
         let label = format!("{} tasks parked in this process", p.waiters);
-        report.row(
-            "S6",
-            &format!("RSS bytes per waiter, {label}"),
-            "bytes",
-            Better::Lower,
-        );
-        report.row(
-            "S6",
-            &format!("heap bytes per waiter, {label}"),
-            "bytes",
-            Better::Lower,
-        );
-        let row = report.row(
-            "S6",
-            &format!("Redis connections, {label}"),
-            "connections",
-            Better::Lower,
-        );
-        row.target = Some(Target {
-            text: "O(1): the same for every count".into(),
-            met: connections.iter().all(|&c| c == connections[0]),
-        });
-        let row = report.row(
-            "S6",
-            &format!("PUBSUB NUMSUB, {label}"),
-            "subscribers",
-            Better::Lower,
-        );
-        row.target = Some(Target {
-            text: "1".into(),
-            met: p.subscribers == 1,
-        });
+        let figures: [(&str, &'static str, f64); 5] = [
+            ("RSS bytes per waiter", "bytes", p.bytes_per_waiter),
+            ("heap bytes per waiter", "bytes", p.heap_per_waiter),
+            ("Redis connections", "connections", p.connections as f64),
+            ("PUBSUB NUMSUB", "subscribers", p.subscribers as f64),
+            (
+                "commands per waiter per second while parked",
+                "commands/s",
+                p.idle_rate,
+            ),
+        ];
+        for (metric, unit, value) in figures {
+            let metric = format!("{metric}, {label}");
+            report.sample("S6", &metric, "rust", 0, value);
+            let row = report.row("S6", &metric, unit, Better::Lower);
+            if unit == "connections" {
+                row.target = Some(Target {
+                    text: "O(1): the same for every count".into(),
+                    met: connections.iter().all(|&c| c == connections[0]),
+                });
+            } else if unit == "subscribers" {
+                row.target = Some(Target {
+                    text: "1".into(),
+                    met: p.subscribers == 1,
+                });
+            }
+        }
     }
     let n = s.s6_in_agent;
-    let (bytes, conns, subs) = (
+    let (bytes, conns, subs, idle) = (
         format!("RSS bytes per waiting owner, {n} owners in one agent"),
         format!("connections added, {n} owners waiting in one agent"),
         format!("PUBSUB NUMSUB, {n} owners waiting in one agent"),
+        format!("commands per waiter per second while parked, {n} owners in one agent"),
     );
     for imp in IMPLS {
         let p = memory::in_agent(env, imp, n)?;
         report.sample("S6", &bytes, who(imp), 0, p.bytes_per_waiter);
         report.sample("S6", &conns, who(imp), 0, p.connections as f64);
         report.sample("S6", &subs, who(imp), 0, p.subscribers as f64);
+        report.sample("S6", &idle, who(imp), 0, p.idle_rate);
     }
     report.row("S6", &bytes, "bytes", Better::Lower);
     report.row("S6", &conns, "connections", Better::Lower);
     report.row("S6", &subs, "subscribers", Better::Lower);
+    report.row("S6", &idle, "commands/s", Better::Lower);
     Ok(())
 }
