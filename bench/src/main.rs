@@ -448,7 +448,9 @@ fn markdown(
         "From `CONFIG RESETSTAT` before and `INFO commandstats` after each run, summed over repetitions, \
          divided by the acquisitions. *Client-sent* commands are what the client sends (EVALSHA, EVAL, \
          SUBSCRIBE, PING, connection setup …); the data commands the scripts run (and the `stress` \
-         counter's GET/SET) are counted apart. The harness's own INFO/CONFIG/LLEN are excluded.\n"
+         counter's GET/SET) are counted apart. The harness's own INFO/CONFIG/LLEN are excluded. \
+         The few PINGs are keep-alives of idle Redisson connections (every 30 s), counted in \
+         whichever run is going.\n"
     );
     md.push_str(&report.commands_table());
 

@@ -38,12 +38,12 @@ pub struct Row {
 impl Row {
     /// Rust / Redisson.
     pub fn vs_java(&self) -> Option<f64> {
-        Some(self.rust? / self.java?)
+        ratio_of(self.rust?, self.java?)
     }
 
     /// Rust / ceiling.
     pub fn vs_ceiling(&self) -> Option<f64> {
-        Some(self.rust? / self.ceiling?)
+        ratio_of(self.rust?, self.ceiling?)
     }
 
     /// Whether Rust is at least as good as Redisson on this figure.
@@ -54,6 +54,11 @@ impl Row {
             Better::Higher => r >= j,
         })
     }
+}
+
+/// `a / b`, or `None` when `b` is 0.
+fn ratio_of(a: f64, b: f64) -> Option<f64> {
+    (b != 0.0).then(|| a / b)
 }
 
 /// One repetition's figure, for the CSV.
