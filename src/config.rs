@@ -25,8 +25,10 @@ pub struct Config {
     ///
     /// Default: `redis://127.0.0.1:6379`.
     pub url: String,
-    /// Maximum number of connections used for lock commands (one more, dedicated connection
-    /// carries the client's pub/sub subscriptions).
+    /// Maximum number of connections for lock commands (one more, dedicated connection
+    /// carries the client's pub/sub subscriptions). Calls share a connection: it is
+    /// multiplexed, so the requests of concurrent tasks travel pipelined on it, and a further
+    /// connection opens only when every open one is being checked out at the same instant.
     ///
     /// Default: 16.
     pub pool_size: usize,

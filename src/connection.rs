@@ -4,7 +4,8 @@
 //! run a command, open a pub/sub connection), so Redis Cluster and Sentinel can be added here as
 //! further variants without changing the lock code or the public API.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, RecycleResult};
@@ -16,11 +17,16 @@ use crate::error::{BuildError, Error, Result};
 
 /// Creates multiplexed connections for the pool.
 ///
+/// A call checks a connection out only to clone its handle, and puts it back before sending:
+/// concurrent calls share one multiplexed connection, so the requests of many tasks travel
+/// pipelined (the pool opens another connection only while every one is checked out at the same
+/// instant, which is rare).
+///
 /// Unlike `deadpool_redis::Manager`, recycling does not send `UNWATCH` + `PING` on every
-/// checkout (one extra round trip per lock operation). Instead, a connection that fails with a
-/// dropped-connection error is taken out of the pool, and every connection opened before that
-/// failure is retired at its next checkout (a server restart breaks them all at once, so one
-/// failed call is enough to renew the whole pool).
+/// checkout (one extra round trip per lock operation). Instead, a connection whose call failed
+/// with an I/O error or timed out is marked broken and replaced at its next checkout, and a
+/// dropped-connection error retires every connection opened before it (a server restart breaks
+/// them all at once, so one failed call is enough to renew the whole pool).
 struct Manager {
     client: redis::Client,
     config: AsyncConnectionConfig,
@@ -32,6 +38,8 @@ struct Manager {
 struct Pooled {
     conn: MultiplexedConnection,
     generation: u64,
+    /// Set by a call that found the connection broken or stalled; it is then not reused.
+    broken: Arc<AtomicBool>,
 }
 
 impl managed::Manager for Manager {
@@ -44,7 +52,11 @@ impl managed::Manager for Manager {
             .client
             .get_multiplexed_async_connection_with_config(&self.config)
             .await?;
-        Ok(Pooled { conn, generation })
+        Ok(Pooled {
+            conn,
+            generation,
+            broken: Arc::new(AtomicBool::new(false)),
+        })
     }
 
     async fn recycle(&self, conn: &mut Pooled, _: &Metrics) -> RecycleResult<redis::RedisError> {
@@ -52,6 +64,8 @@ impl managed::Manager for Manager {
             Err(managed::RecycleError::message(
                 "opened before a connection failure",
             ))
+        } else if conn.broken.load(Ordering::Acquire) {
+            Err(managed::RecycleError::message("a call on it failed"))
         } else {
             Ok(())
         }
@@ -166,9 +180,14 @@ impl Connections {
                 .get()
                 .await
                 .map_err(|e| pool_error(e, op, limit))?;
-            // The pooled handle keeps its response timeout (`command_timeout`); a longer limit
-            // goes on a clone of the handle, which shares the connection.
+            // The call runs on a clone of the handle, which shares the connection; the pooled
+            // object goes back at once so that other calls share the connection meanwhile. The
+            // pooled handle keeps its response timeout (`command_timeout`); a longer limit goes
+            // on the clone.
             let mut conn = pooled.conn.clone();
+            let generation = pooled.generation;
+            let broken = pooled.broken.clone();
+            drop(pooled);
             if limit != self.command_timeout {
                 conn.set_response_timeout(limit);
             }
@@ -176,9 +195,8 @@ impl Connections {
                 Ok(v) => Ok(v),
                 Err(e) => {
                     if e.is_unrecoverable_error() || e.is_io_error() || e.is_timeout() {
-                        // A broken or stalled connection must not go back to the pool.
-                        let generation = pooled.generation;
-                        let _ = managed::Object::take(pooled);
+                        // A broken or stalled connection must not be reused.
+                        broken.store(true, Ordering::Release);
                         if e.is_connection_dropped() || e.is_unrecoverable_error() {
                             // Its siblings are likely broken too (server restart): retire them.
                             let _ = self.pool.manager().generation.compare_exchange(
