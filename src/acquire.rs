@@ -26,6 +26,9 @@ use crate::owner::Owner;
 /// answer before the call gives up on it (its grant, if any, is then undone).
 const ATTEMPT_GRACE: Duration = Duration::from_millis(100);
 
+/// The shortest sleep between two attempts of a waiter.
+const MIN_SLEEP: Duration = Duration::from_millis(1);
+
 /// Acquires `handle` for the owner and lease of `options`. `wait`: `None` waits forever,
 /// `Some(ZERO)` makes one attempt.
 pub(crate) async fn acquire(
@@ -109,11 +112,16 @@ pub(crate) async fn acquire(
             Outcome::Held(ttl) => ttl,
             Outcome::GaveUp => return GiveUp::finish(give_up).await,
         };
-        let mut sleep = config.recheck_interval;
-        if ttl >= 0 {
-            sleep =
-                sleep.min(Duration::from_millis(ttl.unsigned_abs()).max(Duration::from_millis(1)));
-        }
+        // Until a message wakes it: the lock's TTL (the hint), like a Redisson waiter; the
+        // channel's re-checker also re-checks every `recheck_interval`, in case a message was
+        // lost (one waiter per channel and client suffices: the lock it gets then is released
+        // with a message that wakes the next).
+        let hint = (ttl >= 0).then(|| Duration::from_millis(ttl.unsigned_abs()).max(MIN_SLEEP));
+        let mut sleep = match hint {
+            Some(hint) if subscription.claim_recheck() => hint.min(config.recheck_interval),
+            Some(hint) => hint,
+            None => config.recheck_interval,
+        };
         if let Some(remaining) = attempt.remaining() {
             if remaining.is_zero() {
                 return GiveUp::finish(give_up).await;

@@ -43,10 +43,11 @@ pub struct Config {
     ///
     /// Default: 100.
     pub watchdog_batch_size: usize,
-    /// Longest time a waiter sleeps before it re-checks the lock on its own, even when no unlock
-    /// message arrived. A waiter sleeps for the lock's remaining TTL or until an unlock message,
-    /// whichever is first, but never longer than this, so a lost message costs at most this
-    /// much (a Redisson waiter sleeps for the whole remaining lease).
+    /// How often a waiting client re-checks a lock on its own, even when no message arrived.
+    /// Waiters sleep until a message or the lock's remaining TTL, like Redisson's; in addition,
+    /// one waiter per lock and client (the channel's re-checker) re-checks at least this often,
+    /// so a lost message costs about this much, however many tasks wait (parked waiters cost
+    /// Redis nothing else).
     ///
     /// Default: 1 s.
     #[cfg_attr(feature = "serde", serde(rename = "recheck_interval_ms", with = "ms"))]

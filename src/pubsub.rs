@@ -6,8 +6,14 @@
 //! SUBSCRIBE/UNSUBSCRIBE in order, dispatches messages, and after the connection drops it
 //! reconnects, resubscribes every channel in use and wakes every waiter to re-check, since a
 //! message may have been lost meanwhile.
+//!
+//! Of the local waiters on one channel, one at a time is the *re-checker*
+//! ([`Subscription::claim_recheck`]): only it re-checks the lock every `recheck_interval` on its
+//! own; the others sleep until a message or the lock's TTL, as Redisson's waiters do. So parked
+//! waiters cost Redis nothing while they wait, however many there are.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -36,6 +42,8 @@ const RECONNECT_BACKOFF: [Duration; 4] = [
 struct Entry {
     refs: usize,
     notify: Arc<Notify>,
+    /// Set while one of the channel's waiters is its re-checker.
+    rechecker: Arc<AtomicBool>,
 }
 
 #[derive(Debug, Default)]
@@ -91,18 +99,21 @@ impl PubSub {
     /// after this call reaches the returned [`Subscription`]'s notifier); await
     /// [`Subscription::ready`] to know that Redis confirmed the subscription.
     pub(crate) fn subscribe(&self, channel: &str) -> Subscription {
-        let notify = {
+        let (notify, rechecker) = {
             let mut channels = lock(&self.shared.channels);
             let entry = channels.entry(channel.to_owned()).or_insert_with(|| Entry {
                 refs: 0,
                 notify: Arc::new(Notify::new()),
+                rechecker: Arc::new(AtomicBool::new(false)),
             });
             entry.refs += 1;
-            entry.notify.clone()
+            (entry.notify.clone(), entry.rechecker.clone())
         };
         Subscription {
             channel: channel.to_owned(),
             notify,
+            rechecker,
+            is_rechecker: AtomicBool::new(false),
             shared: self.shared.clone(),
             commands: self.commands.clone(),
         }
@@ -115,6 +126,10 @@ impl PubSub {
 pub(crate) struct Subscription {
     channel: String,
     notify: Arc<Notify>,
+    /// The channel's re-checker flag, shared by its waiters.
+    rechecker: Arc<AtomicBool>,
+    /// This waiter holds the flag.
+    is_rechecker: AtomicBool,
     shared: Arc<Shared>,
     commands: mpsc::UnboundedSender<Command>,
 }
@@ -140,10 +155,31 @@ impl Subscription {
     pub(crate) fn notify(&self) -> &Notify {
         &self.notify
     }
+
+    /// `true` when this waiter is (or now becomes) the channel's re-checker: the one local
+    /// waiter that re-checks the lock every `recheck_interval` on its own, in case a message
+    /// was lost. The role is free again once its holder's subscription is dropped; the next
+    /// waiter to wake takes it.
+    pub(crate) fn claim_recheck(&self) -> bool {
+        if self.is_rechecker.load(Ordering::Relaxed) {
+            return true;
+        }
+        let claimed = self
+            .rechecker
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if claimed {
+            self.is_rechecker.store(true, Ordering::Relaxed);
+        }
+        claimed
+    }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        if *self.is_rechecker.get_mut() {
+            self.rechecker.store(false, Ordering::Release);
+        }
         let mut channels = lock(&self.shared.channels);
         let last = match channels.get_mut(&self.channel) {
             Some(entry) => {

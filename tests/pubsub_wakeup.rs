@@ -596,3 +596,50 @@ async fn java_unlock_script_wakes_our_waiter() {
     g.unlock().await.unwrap();
     b.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_waiters_leave_the_periodic_recheck_to_one_of_them() {
+    const WAITERS: usize = 8;
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    // Re-check every 100 ms; the lock is a foreign hold with a 30 s lease, so only the
+    // re-check explains an attempt while they are parked.
+    let b = client_with(&server, Duration::from_secs(30), Duration::from_millis(100));
+    let name = unique_name("parked");
+    foreign_hold(&mut raw, &name).await;
+    // Each waiter releases the lock as soon as it has it.
+    let waiters: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            let lock = b.lock(&name);
+            tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
+        })
+        .collect();
+    wait_numsub(&mut raw, &channel(&name), 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let attempts = common::command_stats(&mut raw, "evalsha").await.calls;
+    println!("{WAITERS} parked waiters, re-check 100 ms: {attempts} attempts in 1 s");
+    // One re-checker: about 10; every waiter re-checking would make about 80.
+    assert!(
+        (3..=20).contains(&attempts),
+        "{attempts} attempts in 1 s: expected one waiter re-checking every 100 ms"
+    );
+
+    // Freed behind their back (no message): the re-checker takes it, and its unlock's message
+    // hands the lock on, one waiter after another.
+    let () = raw.del(&name).await.unwrap();
+    for waiter in waiters {
+        tokio::time::timeout(POLL_LIMIT, waiter)
+            .await
+            .expect("a parked waiter never got the lock")
+            .unwrap();
+    }
+    assert!(!exists(&mut raw, &name).await);
+    b.shutdown().await;
+}
