@@ -17,6 +17,7 @@ use crate::error::{BuildError, Error, Result};
 use crate::lock::Lock;
 use crate::naming;
 use crate::pubsub::PubSub;
+use crate::rwlock::RwLock;
 use crate::watchdog::Watchdog;
 
 /// A connection to Redis and the home of every lock made from it.
@@ -112,6 +113,13 @@ impl Client {
     /// `getLock(name)`). Creating the handle does no I/O.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(self.clone(), name.into())
+    }
+
+    /// A read-write lock named `name` (the Redis key, used as given; Redisson's
+    /// `getReadWriteLock(name)`), with its [`read_lock`](RwLock::read_lock) and
+    /// [`write_lock`](RwLock::write_lock) halves. Creating the handle does no I/O.
+    pub fn rw_lock(&self, name: impl Into<String>) -> RwLock {
+        RwLock::new(self.clone(), name.into())
     }
 
     /// `true` once [`shutdown`](Self::shutdown) was called.

@@ -26,3 +26,30 @@ pub(crate) static LOCK_RENEW: LazyLock<Script> =
 /// `ReadLockTask`, 4.4+). Reply: one 0/1 per key.
 pub(crate) static RWLOCK_RENEW_READ: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/rwlock/renew_read.lua")));
+
+/// `lua/rwlock/read_acquire.lua`: RedissonReadLock.tryLockInnerAsync. Reply: nil (acquired) or
+/// PTTL.
+pub(crate) static RWLOCK_READ_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/read_acquire.lua")));
+
+/// `lua/rwlock/read_unlock.lua`: RedissonReadLock.unlockInnerAsync. Reply: nil, 0 or 1.
+pub(crate) static RWLOCK_READ_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/read_unlock.lua")));
+
+/// `lua/rwlock/read_is_locked.lua`: RedissonReadLock.isLocked. Reply: 1 or 0.
+pub(crate) static RWLOCK_READ_IS_LOCKED: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/read_is_locked.lua")));
+
+/// `lua/rwlock/write_acquire.lua`: RedissonWriteLock.tryLockInnerAsync, plus a refused
+/// upgrade. Reply: nil (acquired), PTTL, or "upgrade".
+pub(crate) static RWLOCK_WRITE_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/write_acquire.lua")));
+
+/// `lua/rwlock/write_unlock.lua`: RedissonWriteLock.unlockInnerAsync. Reply: nil, 0 or 1.
+pub(crate) static RWLOCK_WRITE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/write_unlock.lua")));
+
+/// `lua/rwlock/force_unlock.lua`: RedissonReadLock / RedissonWriteLock.forceUnlockAsync.
+/// Reply: 1 or 0.
+pub(crate) static RWLOCK_FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/force_unlock.lua")));
