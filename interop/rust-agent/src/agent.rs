@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use crate::bench;
 use crate::counter::Counter;
 use crate::holds::Holds;
-use crate::protocol::{Code, Failure, Op, Reply, Request, Response, Stress, now_ns};
+use crate::locks::AnyLock;
+use crate::protocol::{Code, Failure, Kind, Op, Reply, Request, Response, Stress, now_ns};
 
 /// First owner id of the `bench` tasks: far above the owners a driver numbers from 1.
 const BENCH_OWNER_BASE: u64 = 1 << 40;
@@ -59,50 +60,52 @@ impl Agent {
     async fn run(&self, op: Op) -> Result<Reply, Failure> {
         match op {
             Op::Ping => Ok(vec![]),
-            Op::Lock { name, owner, lease } => {
-                let guard = self
-                    .client
-                    .lock(name)
-                    .lock_with_options(&options(owner, lease))
-                    .await?;
-                self.holds.push(guard);
+            Op::Lock {
+                kind,
+                name,
+                owner,
+                lease,
+            } => {
+                let guard = self.lock(kind, name)?.lock(&options(owner, lease)).await?;
+                self.holds.push(kind, guard);
                 Ok(vec![])
             }
             Op::TryLock {
+                kind,
                 name,
                 owner,
                 wait,
                 lease,
             } => {
-                let lock = self.client.lock(name);
-                let guard = lock
-                    .try_lock_with_options(wait, &options(owner, lease))
+                let guard = self
+                    .lock(kind, name)?
+                    .try_lock(wait, &options(owner, lease))
                     .await?;
                 let acquired = guard.is_some();
                 if let Some(guard) = guard {
-                    self.holds.push(guard);
+                    self.holds.push(kind, guard);
                 }
                 Ok(vec![("acquired", acquired.into())])
             }
-            Op::Unlock { name, owner } => self.unlock(&name, owner).await,
-            Op::ForceUnlock { name } => {
-                let released = self.client.lock(name).force_unlock().await?;
+            Op::Unlock { kind, name, owner } => self.unlock(kind, &name, owner).await,
+            Op::ForceUnlock { kind, name } => {
+                let released = self.lock(kind, name)?.force_unlock().await?;
                 Ok(vec![("released", released.into())])
             }
-            Op::IsLocked { name } => {
-                let locked = self.client.lock(name).is_locked().await?;
+            Op::IsLocked { kind, name } => {
+                let locked = self.lock(kind, name)?.is_locked().await?;
                 Ok(vec![("locked", locked.into())])
             }
-            Op::IsHeld { name, owner } => {
-                let held = self.client.lock(name).is_held_by(Owner::new(owner)).await?;
+            Op::IsHeld { kind, name, owner } => {
+                let held = self.lock(kind, name)?.is_held_by(Owner::new(owner)).await?;
                 Ok(vec![("held", held.into())])
             }
-            Op::HoldCount { name, owner } => {
-                let count = self.client.lock(name).hold_count(Owner::new(owner)).await?;
+            Op::HoldCount { kind, name, owner } => {
+                let count = self.lock(kind, name)?.hold_count(Owner::new(owner)).await?;
                 Ok(vec![("count", count.into())])
             }
-            Op::RemainingTtl { name } => {
-                let ttl = self.client.lock(name).remaining_ttl().await?;
+            Op::RemainingTtl { kind, name } => {
+                let ttl = self.lock(kind, name)?.remaining_ttl().await?;
                 Ok(vec![("ttl_ms", ttl.as_redis_millis().into())])
             }
             Op::Stress(stress) => self.stress(stress).await,
@@ -110,11 +113,16 @@ impl Agent {
         }
     }
 
+    /// The lock of `kind` named `name`.
+    pub fn lock(&self, kind: Kind, name: impl Into<String>) -> Result<AnyLock, Failure> {
+        AnyLock::new(&self.client, kind, name)
+    }
+
     /// Releases the newest hold of `owner`. Without a stored hold the answer is `not_held`
     /// without asking Redis; when Redis says the owner does not hold the lock, the owner's
     /// other stored holds are stale and are forgotten.
-    async fn unlock(&self, name: &str, owner: u64) -> Result<Reply, Failure> {
-        let Some(guard) = self.holds.pop(name, owner) else {
+    async fn unlock(&self, kind: Kind, name: &str, owner: u64) -> Result<Reply, Failure> {
+        let Some(guard) = self.holds.pop(kind, name, owner) else {
             return Err(Failure::new(
                 Code::NotHeld,
                 format!("{name} is not held by owner {owner}"),
@@ -124,7 +132,7 @@ impl Agent {
             Ok(()) => Ok(vec![]),
             Err(e) => {
                 if e.is_not_held() {
-                    self.holds.forget(name, owner);
+                    self.holds.forget(kind, name, owner);
                 }
                 Err(e.into())
             }
@@ -133,13 +141,17 @@ impl Agent {
 
     /// `iterations` critical sections incrementing the shared counter.
     async fn stress(&self, spec: Stress) -> Result<Reply, Failure> {
-        let lock = self.client.lock(&spec.name);
+        let lock = self.lock(spec.kind, &spec.name)?;
         let options = options(spec.owner, None);
         let mut intervals = Vec::new();
         for _ in 0..spec.iterations {
-            let guard = lock.lock_with_options(&options).await?;
+            let guard = lock.lock(&options).await?;
             let acquired_ns = now_ns();
-            let section = self.increment(&spec.counter, spec.hold).await;
+            let section = if spec.kind == Kind::Read {
+                self.read(&spec.counter, spec.hold).await
+            } else {
+                self.increment(&spec.counter, spec.hold).await
+            };
             let releasing_ns = now_ns();
             let released = guard.unlock().await;
             section?;
@@ -153,6 +165,15 @@ impl Agent {
             reply.push(("intervals", Value::Array(intervals)));
         }
         Ok(reply)
+    }
+
+    /// The critical section of `stress` under a read lock: GET, sleep.
+    async fn read(&self, counter: &str, hold: Duration) -> Result<(), Failure> {
+        self.counter.get(counter).await?;
+        if !hold.is_zero() {
+            tokio::time::sleep(hold).await;
+        }
+        Ok(())
     }
 
     /// The critical section of `stress`: GET, sleep, SET value + 1.

@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use redisson_sync::LockOptions;
+
 use tokio::task::JoinSet;
 
 use crate::agent::Agent;
@@ -20,14 +21,14 @@ pub async fn run(agent: &Agent, spec: Bench) -> Result<Reply, Failure> {
         } else {
             format!("{}:{task}", spec.name)
         };
-        let lock = agent.client.lock(name);
+        let lock = agent.lock(spec.kind, name)?;
         let options = LockOptions::new().owner(agent.bench_owner());
         let iterations = spec.iterations;
         loops.spawn(async move {
             let mut latencies = Vec::new();
             for _ in 0..iterations {
                 let pair = Instant::now();
-                lock.lock_with_options(&options).await?.unlock().await?;
+                lock.lock(&options).await?.unlock().await?;
                 latencies.push(pair.elapsed());
             }
             Ok::<_, redisson_sync::Error>(latencies)

@@ -5,6 +5,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use redisson_sync::LockGuard;
 
+use crate::protocol::Kind;
+
+/// A hold's key: the lock's kind and name (the two halves of a read-write lock share a name),
+/// and the owner.
+type Key = (Kind, String, u64);
+
 /// Guards of held locks: one per hold, newest last (a reentrant lock pushes one more).
 ///
 /// A guard taken out of here is always consumed explicitly, with `unlock()` or `forget()`:
@@ -12,19 +18,19 @@ use redisson_sync::LockGuard;
 /// stale guard must never do.
 #[derive(Debug, Default)]
 pub struct Holds {
-    guards: Mutex<HashMap<(String, u64), Vec<LockGuard>>>,
+    guards: Mutex<HashMap<Key, Vec<LockGuard>>>,
 }
 
 impl Holds {
-    pub fn push(&self, guard: LockGuard) {
-        let key = (guard.name().to_owned(), guard.owner().id());
+    pub fn push(&self, kind: Kind, guard: LockGuard) {
+        let key = (kind, guard.name().to_owned(), guard.owner().id());
         self.lock().entry(key).or_default().push(guard);
     }
 
     /// Takes the newest hold of `owner` on `name`.
-    pub fn pop(&self, name: &str, owner: u64) -> Option<LockGuard> {
+    pub fn pop(&self, kind: Kind, name: &str, owner: u64) -> Option<LockGuard> {
         let mut guards = self.lock();
-        let key = (name.to_owned(), owner);
+        let key = (kind, name.to_owned(), owner);
         let stack = guards.get_mut(&key)?;
         let guard = stack.pop();
         if stack.is_empty() {
@@ -35,8 +41,8 @@ impl Holds {
 
     /// Forgets every remaining hold of `owner` on `name`: Redis said it does not hold the lock,
     /// so they are stale. Nothing is sent to Redis.
-    pub fn forget(&self, name: &str, owner: u64) {
-        let stale = self.lock().remove(&(name.to_owned(), owner));
+    pub fn forget(&self, kind: Kind, name: &str, owner: u64) {
+        let stale = self.lock().remove(&(kind, name.to_owned(), owner));
         stale.into_iter().flatten().for_each(LockGuard::forget);
     }
 
@@ -47,7 +53,7 @@ impl Holds {
         all.into_values().flatten().for_each(LockGuard::forget);
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<(String, u64), Vec<LockGuard>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Key, Vec<LockGuard>>> {
         // Nothing here panics while holding the mutex; stay usable even if something did.
         self.guards.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -8,6 +8,7 @@ mod agent;
 mod bench;
 mod counter;
 mod holds;
+mod locks;
 mod options;
 mod protocol;
 

@@ -7,8 +7,36 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-/// The only lock kind this crate has so far.
-const KIND_LOCK: &str = "lock";
+/// The lock kinds of the protocol that this crate has; the others (`fenced`, `spin`,
+/// `nonreentrant`) are answered `unsupported`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `lock`: the reentrant lock (RLock).
+    Lock,
+    /// `fair`: the fair lock (RFairLock).
+    Fair,
+    /// `read`: the read half of a read-write lock.
+    Read,
+    /// `write`: the write half of a read-write lock.
+    Write,
+}
+
+impl Kind {
+    fn parse(kind: &str) -> Result<Self, Failure> {
+        Ok(match kind {
+            "lock" => Self::Lock,
+            "fair" => Self::Fair,
+            "read" => Self::Read,
+            "write" => Self::Write,
+            _ => {
+                return Err(Failure::new(
+                    Code::Unsupported,
+                    format!("kind {kind:?} is not supported by this crate yet"),
+                ));
+            }
+        })
+    }
+}
 
 /// A request that parsed: its id (an integer, echoed as received) and what to do.
 #[derive(Debug)]
@@ -17,40 +45,48 @@ pub struct Request {
     pub op: Op,
 }
 
-/// The operations this agent implements (all on kind `lock`).
+/// The operations this agent implements.
 #[derive(Debug)]
 pub enum Op {
     Ping,
     Lock {
+        kind: Kind,
         name: String,
         owner: u64,
         lease: Option<Duration>,
     },
     TryLock {
+        kind: Kind,
         name: String,
         owner: u64,
         wait: Duration,
         lease: Option<Duration>,
     },
     Unlock {
+        kind: Kind,
         name: String,
         owner: u64,
     },
     ForceUnlock {
+        kind: Kind,
         name: String,
     },
     IsLocked {
+        kind: Kind,
         name: String,
     },
     IsHeld {
+        kind: Kind,
         name: String,
         owner: u64,
     },
     HoldCount {
+        kind: Kind,
         name: String,
         owner: u64,
     },
     RemainingTtl {
+        kind: Kind,
         name: String,
     },
     Stress(Stress),
@@ -59,6 +95,7 @@ pub enum Op {
 
 #[derive(Debug)]
 pub struct Stress {
+    pub kind: Kind,
     pub name: String,
     pub owner: u64,
     pub iterations: u64,
@@ -69,6 +106,7 @@ pub struct Stress {
 
 #[derive(Debug)]
 pub struct Bench {
+    pub kind: Kind,
     pub name: String,
     pub tasks: u64,
     pub iterations: u64,
@@ -179,21 +217,17 @@ fn parse_op(op: &str, f: &Fields<'_>) -> Result<Op, Failure> {
             format!("op {op:?} is not supported by this agent"),
         ));
     }
-    let kind = f.string("kind")?;
-    if kind != KIND_LOCK {
-        return Err(Failure::new(
-            Code::Unsupported,
-            format!("kind {kind:?} is not supported by this crate yet"),
-        ));
-    }
+    let kind = Kind::parse(&f.string("kind")?)?;
     let name = f.string("name")?;
     Ok(match op {
         "lock" => Op::Lock {
+            kind,
             name,
             owner: f.owner()?,
             lease: f.lease()?,
         },
         "try_lock" => Op::TryLock {
+            kind,
             name,
             owner: f.owner()?,
             // Negative waits make one attempt, like Java's tryLock.
@@ -206,21 +240,25 @@ fn parse_op(op: &str, f: &Fields<'_>) -> Result<Op, Failure> {
             lease: f.lease()?,
         },
         "unlock" => Op::Unlock {
+            kind,
             name,
             owner: f.owner()?,
         },
-        "force_unlock" => Op::ForceUnlock { name },
-        "is_locked" => Op::IsLocked { name },
+        "force_unlock" => Op::ForceUnlock { kind, name },
+        "is_locked" => Op::IsLocked { kind, name },
         "is_held" => Op::IsHeld {
+            kind,
             name,
             owner: f.owner()?,
         },
         "hold_count" => Op::HoldCount {
+            kind,
             name,
             owner: f.owner()?,
         },
-        "remaining_ttl" => Op::RemainingTtl { name },
+        "remaining_ttl" => Op::RemainingTtl { kind, name },
         "stress" => Op::Stress(Stress {
+            kind,
             name,
             owner: f.owner()?,
             iterations: f.count("iterations", 0)?,
@@ -234,6 +272,7 @@ fn parse_op(op: &str, f: &Fields<'_>) -> Result<Op, Failure> {
             record: f.optional_bool("record")?.unwrap_or(false),
         }),
         _ => Op::Bench(Bench {
+            kind,
             name,
             tasks: f.count("tasks", 1)?,
             iterations: f.count("iterations", 0)?,
@@ -454,14 +493,15 @@ mod tests {
         assert_eq!(request.id, 1);
         match request.op {
             Op::TryLock {
+                kind,
                 name,
                 owner,
                 wait,
                 lease,
             } => {
                 assert_eq!(
-                    (name.as_str(), owner, wait, lease),
-                    ("order:42", 1, Duration::ZERO, None)
+                    (kind, name.as_str(), owner, wait, lease),
+                    (Kind::Lock, "order:42", 1, Duration::ZERO, None)
                 );
             }
             other => panic!("{other:?}"),
@@ -504,10 +544,22 @@ mod tests {
     }
 
     #[test]
-    fn other_kinds_and_ops_are_unsupported() {
-        let r = rejected(r#"{"id":1,"op":"lock","kind":"fair","name":"a","owner":1}"#);
+    fn kinds_parse_and_other_kinds_and_ops_are_unsupported() {
+        for (kind, parsed) in [
+            ("lock", Kind::Lock),
+            ("fair", Kind::Fair),
+            ("read", Kind::Read),
+            ("write", Kind::Write),
+        ] {
+            let line = format!(r#"{{"id":1,"op":"unlock","kind":"{kind}","name":"a","owner":2}}"#);
+            match parse(&line).unwrap().op {
+                Op::Unlock { kind, .. } => assert_eq!(kind, parsed),
+                other => panic!("{other:?}"),
+            }
+        }
+        let r = rejected(r#"{"id":1,"op":"lock","kind":"fenced","name":"a","owner":1}"#);
         assert_eq!(r.failure.code, Code::Unsupported);
-        assert!(r.failure.message.contains("fair"));
+        assert!(r.failure.message.contains("fenced"));
         assert!(r.timed);
         let r = rejected(r#"{"id":1,"op":"sem_available","name":"a"}"#);
         assert_eq!(r.failure.code, Code::Unsupported);

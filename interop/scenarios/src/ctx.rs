@@ -186,10 +186,10 @@ pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-// ---- requests -------------------------------------------------------------------------------
+// ---- requests (each takes the protocol's lock kind: "lock", "fair", "read", "write") -----
 
-pub fn lock_request(name: &str, owner: u64, lease_ms: Option<i64>) -> Value {
-    let mut request = json!({"op": "lock", "kind": "lock", "name": name, "owner": owner});
+pub fn lock_request(kind: &str, name: &str, owner: u64, lease_ms: Option<i64>) -> Value {
+    let mut request = json!({"op": "lock", "kind": kind, "name": name, "owner": owner});
     if let Some(lease) = lease_ms {
         request["lease_ms"] = json!(lease);
     }
@@ -197,25 +197,30 @@ pub fn lock_request(name: &str, owner: u64, lease_ms: Option<i64>) -> Value {
 }
 
 /// `lock` (watchdog lease), which must succeed; the response.
-pub fn lock(agent: &Agent, name: &str, owner: u64) -> Result<Value, String> {
-    agent.call(lock_request(name, owner, None))
+pub fn lock(agent: &Agent, kind: &str, name: &str, owner: u64) -> Result<Value, String> {
+    agent.call(lock_request(kind, name, owner, None))
 }
 
-pub fn try_lock(agent: &Agent, name: &str, owner: u64, wait_ms: i64) -> Result<bool, String> {
-    let reply = agent.call(json!({"op": "try_lock", "kind": "lock", "name": name,
+pub fn try_lock(
+    agent: &Agent,
+    kind: &str,
+    name: &str,
+    owner: u64,
+    wait_ms: i64,
+) -> Result<bool, String> {
+    let reply = agent.call(json!({"op": "try_lock", "kind": kind, "name": name,
                                   "owner": owner, "wait_ms": wait_ms}))?;
     bool_field(agent, &reply, "acquired")
 }
 
 /// `unlock`, which must succeed; the response.
-pub fn unlock(agent: &Agent, name: &str, owner: u64) -> Result<Value, String> {
-    agent.call(json!({"op": "unlock", "kind": "lock", "name": name, "owner": owner}))
+pub fn unlock(agent: &Agent, kind: &str, name: &str, owner: u64) -> Result<Value, String> {
+    agent.call(json!({"op": "unlock", "kind": kind, "name": name, "owner": owner}))
 }
 
 /// `unlock` that must fail; the error code.
-pub fn unlock_error(agent: &Agent, name: &str, owner: u64) -> Result<String, String> {
-    let reply =
-        agent.reply(json!({"op": "unlock", "kind": "lock", "name": name, "owner": owner}))?;
+pub fn unlock_error(agent: &Agent, kind: &str, name: &str, owner: u64) -> Result<String, String> {
+    let reply = agent.reply(json!({"op": "unlock", "kind": kind, "name": name, "owner": owner}))?;
     if reply["ok"] == true {
         return Err(format!(
             "{}: unlock by owner {owner} succeeded",
@@ -225,30 +230,29 @@ pub fn unlock_error(agent: &Agent, name: &str, owner: u64) -> Result<String, Str
     Ok(reply["error"].as_str().unwrap_or_default().to_string())
 }
 
-pub fn force_unlock(agent: &Agent, name: &str) -> Result<(bool, Value), String> {
-    let reply = agent.call(json!({"op": "force_unlock", "kind": "lock", "name": name}))?;
+pub fn force_unlock(agent: &Agent, kind: &str, name: &str) -> Result<(bool, Value), String> {
+    let reply = agent.call(json!({"op": "force_unlock", "kind": kind, "name": name}))?;
     Ok((bool_field(agent, &reply, "released")?, reply))
 }
 
-pub fn is_locked(agent: &Agent, name: &str) -> Result<bool, String> {
-    let reply = agent.call(json!({"op": "is_locked", "kind": "lock", "name": name}))?;
+pub fn is_locked(agent: &Agent, kind: &str, name: &str) -> Result<bool, String> {
+    let reply = agent.call(json!({"op": "is_locked", "kind": kind, "name": name}))?;
     bool_field(agent, &reply, "locked")
 }
 
-pub fn is_held(agent: &Agent, name: &str, owner: u64) -> Result<bool, String> {
-    let reply =
-        agent.call(json!({"op": "is_held", "kind": "lock", "name": name, "owner": owner}))?;
+pub fn is_held(agent: &Agent, kind: &str, name: &str, owner: u64) -> Result<bool, String> {
+    let reply = agent.call(json!({"op": "is_held", "kind": kind, "name": name, "owner": owner}))?;
     bool_field(agent, &reply, "held")
 }
 
-pub fn hold_count(agent: &Agent, name: &str, owner: u64) -> Result<i64, String> {
+pub fn hold_count(agent: &Agent, kind: &str, name: &str, owner: u64) -> Result<i64, String> {
     let reply =
-        agent.call(json!({"op": "hold_count", "kind": "lock", "name": name, "owner": owner}))?;
+        agent.call(json!({"op": "hold_count", "kind": kind, "name": name, "owner": owner}))?;
     int_field(agent, &reply, "count")
 }
 
-pub fn remaining_ttl(agent: &Agent, name: &str) -> Result<i64, String> {
-    let reply = agent.call(json!({"op": "remaining_ttl", "kind": "lock", "name": name}))?;
+pub fn remaining_ttl(agent: &Agent, kind: &str, name: &str) -> Result<i64, String> {
+    let reply = agent.call(json!({"op": "remaining_ttl", "kind": kind, "name": name}))?;
     int_field(agent, &reply, "ttl_ms")
 }
 

@@ -279,7 +279,7 @@ fn hand_over(
     waiter: &Agent,
     pending: u64,
 ) -> Result<f64, String> {
-    let released = unlock(releaser, name, owner)?;
+    let released = unlock(releaser, "lock", name, owner)?;
     let got = waiter.wait(pending, Duration::from_secs(5))?;
     ensure!(
         got["ok"] == true && got["acquired"] != false,
@@ -405,7 +405,7 @@ fn protocol_of(ctx: &Ctx, agent: &Agent) -> Result<(), String> {
     let rejected = [
         (json!({"op": "frobnicate"}), "unsupported"),
         (
-            json!({"op": "lock", "kind": "fair", "name": name, "owner": owner}),
+            json!({"op": "lock", "kind": "fenced", "name": name, "owner": owner}),
             "unsupported",
         ),
         (json!({"op": "sem_available", "name": name}), "unsupported"),
@@ -468,7 +468,7 @@ fn protocol_of(ctx: &Ctx, agent: &Agent) -> Result<(), String> {
         before <= start && start <= end && end <= after,
         "start_ns {start} / end_ns {end} outside the runner's clock {before}..{after}"
     );
-    let reply = unlock(agent, &name, owner)?;
+    let reply = unlock(agent, "lock", &name, owner)?;
     ensure!(
         reply["start_ns"].is_u64() && reply["end_ns"].is_u64(),
         "unlock timestamps: {reply}"
@@ -523,23 +523,23 @@ fn exclusion(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
     let (a, b) = (ctx.agent(holder), ctx.agent(other));
     let (name, owner, mut con) = (ctx.name("exclusion"), ctx.owner(), ctx.con()?);
 
-    lock(a, &name, owner)?;
+    lock(a, "lock", &name, owner)?;
     let held = expect_holder(&mut con, &name, a, 1)?;
     ensure!(
-        !try_lock(b, &name, owner, 0)?,
+        !try_lock(b, "lock", &name, owner, 0)?,
         "{} got a lock {} holds (same owner number)",
         b.label,
         a.label
     );
     ensure!(
-        !try_lock(b, &name, owner + 1, 0)?,
+        !try_lock(b, "lock", &name, owner + 1, 0)?,
         "{} got a lock {} holds",
         b.label,
         a.label
     );
     let waited = Instant::now();
     ensure!(
-        !try_lock(b, &name, owner + 1, 200)?,
+        !try_lock(b, "lock", &name, owner + 1, 200)?,
         "{} got it by waiting 200 ms",
         b.label
     );
@@ -549,7 +549,7 @@ fn exclusion(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
         "try_lock with wait_ms 200 returned after {waited:?}"
     );
     ensure!(
-        is_locked(a, &name)? && is_locked(b, &name)?,
+        is_locked(a, "lock", &name)? && is_locked(b, "lock", &name)?,
         "is_locked should be true on both"
     );
     ensure_eq!(
@@ -565,15 +565,15 @@ fn exclusion(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
     let woke = hand_over(a, &name, owner, b, pending)?;
     expect_holder(&mut con, &name, b, 1)?;
     ensure!(
-        !try_lock(a, &name, owner, 0)?,
+        !try_lock(a, "lock", &name, owner, 0)?,
         "{} got the lock {} now holds",
         a.label,
         b.label
     );
-    unlock(b, &name, owner)?;
+    unlock(b, "lock", &name, owner)?;
     expect_free(&mut con, &name)?;
     ensure!(
-        !is_locked(a, &name)? && !is_locked(b, &name)?,
+        !is_locked(a, "lock", &name)? && !is_locked(b, "lock", &name)?,
         "is_locked after the last unlock"
     );
     Ok(format!(
@@ -596,14 +596,14 @@ fn wake_up(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
     };
     let mut latencies = Vec::with_capacity(handoffs);
     for i in 0..handoffs {
-        lock(a, &name, owner)?;
-        let pending = b.send(lock_request(&name, owner, None))?;
+        lock(a, "lock", &name, owner)?;
+        let pending = b.send(lock_request("lock", &name, owner, None))?;
         wait_waiting(&mut con, &channel, 1, &[(b, pending)])?;
         expect_holder(&mut con, &name, a, 1)?;
         let latency =
             hand_over(a, &name, owner, b, pending).map_err(|e| format!("handoff {i}: {e}"))?;
         expect_holder(&mut con, &name, b, 1)?;
-        unlock(b, &name, owner)?;
+        unlock(b, "lock", &name, owner)?;
         latencies.push(latency);
     }
     expect_free(&mut con, &name)?;
@@ -622,22 +622,31 @@ fn reentrancy(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
     let (a, b) = (ctx.agent(holder), ctx.agent(waiter));
     let (name, owner, mut con) = (ctx.name("reentrancy"), ctx.owner(), ctx.con()?);
 
-    lock(a, &name, owner)?;
+    lock(a, "lock", &name, owner)?;
     ensure!(
-        try_lock(a, &name, owner, 0)?,
+        try_lock(a, "lock", &name, owner, 0)?,
         "{} could not re-enter with try_lock",
         a.label
     );
     expect_holder(&mut con, &name, a, 2)?;
-    ensure_eq!(hold_count(a, &name, owner)?, 2, "hold_count on {}", a.label);
-    ensure!(is_locked(b, &name)?, "{} should see it locked", b.label);
+    ensure_eq!(
+        hold_count(a, "lock", &name, owner)?,
+        2,
+        "hold_count on {}",
+        a.label
+    );
     ensure!(
-        !try_lock(b, &name, owner, 0)?,
+        is_locked(b, "lock", &name)?,
+        "{} should see it locked",
+        b.label
+    );
+    ensure!(
+        !try_lock(b, "lock", &name, owner, 0)?,
         "{} got a lock held twice",
         b.label
     );
 
-    unlock(a, &name, owner)?;
+    unlock(a, "lock", &name, owner)?;
     let state = expect_holder(&mut con, &name, a, 1)?;
     ensure!(
         state.pttl > LONG_WATCHDOG_MS - 5_000,
@@ -645,32 +654,32 @@ fn reentrancy(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
         state.pttl
     );
     ensure_eq!(
-        hold_count(a, &name, owner)?,
+        hold_count(a, "lock", &name, owner)?,
         1,
         "hold_count after one unlock"
     );
     ensure!(
-        is_locked(b, &name)?,
+        is_locked(b, "lock", &name)?,
         "{} should still see it locked",
         b.label
     );
     ensure!(
-        !try_lock(b, &name, owner, 0)?,
+        !try_lock(b, "lock", &name, owner, 0)?,
         "{} got a lock still held once",
         b.label
     );
 
-    let pending = b.send(lock_request(&name, owner, None))?;
+    let pending = b.send(lock_request("lock", &name, owner, None))?;
     wait_waiting(&mut con, &channel(&name), 1, &[(b, pending)])?;
     let latency = hand_over(a, &name, owner, b, pending)?;
     expect_holder(&mut con, &name, b, 1)?;
     ensure_eq!(
-        hold_count(a, &name, owner)?,
+        hold_count(a, "lock", &name, owner)?,
         0,
         "hold_count on {} after it let go",
         a.label
     );
-    unlock(b, &name, owner)?;
+    unlock(b, "lock", &name, owner)?;
     expect_free(&mut con, &name)?;
     Ok(format!(
         "counts 2 -> 1 -> 0; waiter woke {latency:.2} ms after the last unlock"
@@ -685,9 +694,12 @@ fn queries_agree(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String>
     let (name, owner, mut con) = (ctx.name("queries"), ctx.owner(), ctx.con()?);
 
     // Held twice with the watchdog lease.
-    lock(a, &name, owner)?;
-    lock(a, &name, owner)?;
-    let (ttl_a, ttl_b) = (remaining_ttl(a, &name)?, remaining_ttl(b, &name)?);
+    lock(a, "lock", &name, owner)?;
+    lock(a, "lock", &name, owner)?;
+    let (ttl_a, ttl_b) = (
+        remaining_ttl(a, "lock", &name)?,
+        remaining_ttl(b, "lock", &name)?,
+    );
     let pttl = key_state(&mut con, &name)?.pttl;
     for (who, ttl) in [(a, ttl_a), (b, ttl_b)] {
         ensure!(
@@ -695,7 +707,7 @@ fn queries_agree(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String>
             "{}: remaining_ttl {ttl} for a {LONG_WATCHDOG_MS} ms watchdog lease",
             who.label
         );
-        ensure!(is_locked(who, &name)?, "{}: is_locked", who.label);
+        ensure!(is_locked(who, "lock", &name)?, "{}: is_locked", who.label);
         ensure!(
             (ttl - pttl).abs() < 2_000,
             "{}: remaining_ttl {ttl} vs PTTL {pttl}",
@@ -703,51 +715,51 @@ fn queries_agree(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String>
         );
     }
     ensure!(
-        is_held(a, &name, owner)?,
+        is_held(a, "lock", &name, owner)?,
         "{}: is_held by the holder",
         a.label
     );
     ensure_eq!(
-        hold_count(a, &name, owner)?,
+        hold_count(a, "lock", &name, owner)?,
         2,
         "{}: hold_count of the holder",
         a.label
     );
     // The same owner number on the other agent is another client's thread.
     ensure!(
-        !is_held(b, &name, owner)?,
+        !is_held(b, "lock", &name, owner)?,
         "{}: is_held by its own owner {owner}",
         b.label
     );
     ensure_eq!(
-        hold_count(b, &name, owner)?,
+        hold_count(b, "lock", &name, owner)?,
         0,
         "{}: hold_count of its own owner",
         b.label
     );
-    unlock(a, &name, owner)?;
-    unlock(a, &name, owner)?;
+    unlock(a, "lock", &name, owner)?;
+    unlock(a, "lock", &name, owner)?;
 
     // No key at all.
     for who in [a, b] {
         ensure_eq!(
-            remaining_ttl(who, &name)?,
+            remaining_ttl(who, "lock", &name)?,
             -2,
             "{}: remaining_ttl without key",
             who.label
         );
         ensure!(
-            !is_locked(who, &name)?,
+            !is_locked(who, "lock", &name)?,
             "{}: is_locked without key",
             who.label
         );
         ensure!(
-            !is_held(who, &name, owner)?,
+            !is_held(who, "lock", &name, owner)?,
             "{}: is_held without key",
             who.label
         );
         ensure_eq!(
-            hold_count(who, &name, owner)?,
+            hold_count(who, "lock", &name, owner)?,
             0,
             "{}: hold_count without key",
             who.label
@@ -755,39 +767,39 @@ fn queries_agree(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String>
     }
 
     // An explicit 20 s lease.
-    a.call(lock_request(&name, owner, Some(20_000)))?;
+    a.call(lock_request("lock", &name, owner, Some(20_000)))?;
     for who in [a, b] {
-        let ttl = remaining_ttl(who, &name)?;
+        let ttl = remaining_ttl(who, "lock", &name)?;
         ensure!(
             ttl > 18_000 && ttl <= 20_000,
             "{}: remaining_ttl {ttl} for a 20 s lease",
             who.label
         );
     }
-    unlock(a, &name, owner)?;
+    unlock(a, "lock", &name, owner)?;
 
     // A lock hash without expiry (written by hand, as a crashed or odd client could leave).
     let foreign = "00000000-0000-4000-8000-000000000000:7";
     query::<i64>(&mut con, redis::cmd("HSET").arg(&name).arg(foreign).arg(1))?;
     for who in [a, b] {
         ensure_eq!(
-            remaining_ttl(who, &name)?,
+            remaining_ttl(who, "lock", &name)?,
             -1,
             "{}: remaining_ttl without expiry",
             who.label
         );
         ensure!(
-            is_locked(who, &name)?,
+            is_locked(who, "lock", &name)?,
             "{}: is_locked on a foreign hold",
             who.label
         );
         ensure!(
-            !is_held(who, &name, owner)?,
+            !is_held(who, "lock", &name, owner)?,
             "{}: is_held on a foreign hold",
             who.label
         );
         ensure_eq!(
-            hold_count(who, &name, owner)?,
+            hold_count(who, "lock", &name, owner)?,
             0,
             "{}: hold_count, foreign",
             who.label
@@ -805,12 +817,12 @@ fn not_held(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
     let (name, owner, mut con) = (ctx.name("notheld"), ctx.owner(), ctx.con()?);
     let subscriber = Subscriber::start(ctx, &[channel(&name)])?;
 
-    lock(a, &name, owner)?;
+    lock(a, "lock", &name, owner)?;
     let before = expect_holder(&mut con, &name, a, 1)?;
     let keys_before = all_keys(&mut con)?;
     for o in [owner, owner + 1] {
         ensure_eq!(
-            unlock_error(b, &name, o)?.as_str(),
+            unlock_error(b, "lock", &name, o)?.as_str(),
             "not_held",
             "{} unlock by owner {o}",
             b.label
@@ -818,7 +830,7 @@ fn not_held(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
     }
     // The holder's other owner is not the holder either.
     ensure_eq!(
-        unlock_error(a, &name, owner + 1)?.as_str(),
+        unlock_error(a, "lock", &name, owner + 1)?.as_str(),
         "not_held",
         "{} other owner",
         a.label
@@ -841,9 +853,14 @@ fn not_held(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String> {
         Vec::<String>::new(),
         "messages after failed unlocks"
     );
-    ensure_eq!(hold_count(a, &name, owner)?, 1, "{} still holds", a.label);
+    ensure_eq!(
+        hold_count(a, "lock", &name, owner)?,
+        1,
+        "{} still holds",
+        a.label
+    );
 
-    unlock(a, &name, owner)?;
+    unlock(a, "lock", &name, owner)?;
     expect_free(&mut con, &name)?;
     ensure_eq!(
         subscriber.payloads(ms(100)),
@@ -861,13 +878,13 @@ fn force_unlock_wakes(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, St
     let channel = channel(&name);
     let subscriber = Subscriber::start(ctx, std::slice::from_ref(&channel))?;
 
-    lock(a, &name, owner)?;
-    let wait_b = b.send(lock_request(&name, owner, None))?;
-    let wait_a = a.send(lock_request(&name, owner + 1, None))?;
+    lock(a, "lock", &name, owner)?;
+    let wait_b = b.send(lock_request("lock", &name, owner, None))?;
+    let wait_a = a.send(lock_request("lock", &name, owner + 1, None))?;
     // Both agents subscribed, plus our own subscriber.
     wait_waiting(&mut con, &channel, 3, &[(b, wait_b), (a, wait_a)])?;
 
-    let (released, forced) = force_unlock(b, &name)?;
+    let (released, forced) = force_unlock(b, "lock", &name)?;
     ensure!(
         released,
         "force_unlock of a held lock answered released=false"
@@ -906,10 +923,10 @@ fn force_unlock_wakes(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, St
 
     let handoff = hand_over(first, &name, first_owner, second, second_id)?;
     expect_holder(&mut con, &name, second, 1)?;
-    unlock(second, &name, second_owner)?;
+    unlock(second, "lock", &name, second_owner)?;
     expect_free(&mut con, &name)?;
     ensure!(
-        !force_unlock(a, &name)?.0,
+        !force_unlock(a, "lock", &name)?.0,
         "force_unlock of a free lock answered released=true"
     );
     ensure_eq!(
@@ -947,14 +964,14 @@ impl Contest {
         let a = ctx.start_agent(holder, &args)?;
         let b = ctx.start_agent(waiter, &args)?;
         let (name, owner, mut con) = (ctx.name(scenario), ctx.owner(), ctx.con()?);
-        lock(&a, &name, owner)?;
+        lock(&a, "lock", &name, owner)?;
         let held = expect_holder(&mut con, &name, &a, 1)?;
         ensure!(
             held.pttl <= SHORT_WATCHDOG_MS,
             "PTTL {} above the watchdog timeout",
             held.pttl
         );
-        let pending = b.send(lock_request(&name, owner, None))?;
+        let pending = b.send(lock_request("lock", &name, owner, None))?;
         wait_waiting(&mut con, &channel(&name), 1, &[(&b, pending)])?;
         Ok(Self {
             holder: a,
@@ -1015,7 +1032,7 @@ fn watchdog(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
     let killed_ns = now_ns();
     contest.holder.kill();
     let after = contest.taken_over(killed_ns, "was killed")?;
-    unlock(&contest.waiter, &name, owner)?;
+    unlock(&contest.waiter, "lock", &name, owner)?;
     expect_free(&mut contest.con, &name)?;
     Ok(format!(
         "held 4.5 s (lowest PTTL seen {lowest_pttl} ms); acquired {after:.0} ms after SIGKILL"
@@ -1060,7 +1077,7 @@ fn paused_holder(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String
         later.pttl
     );
     ensure_eq!(
-        unlock_error(a, name, owner)?.as_str(),
+        unlock_error(a, "lock", name, owner)?.as_str(),
         "not_held",
         "unlock by the resumed old holder {}",
         a.label
@@ -1070,8 +1087,13 @@ fn paused_holder(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String
         state.fields,
         "the hash after the old holder's unlock"
     );
-    ensure_eq!(hold_count(b, name, owner)?, 1, "{} hold_count", b.label);
-    unlock(b, name, owner)?;
+    ensure_eq!(
+        hold_count(b, "lock", name, owner)?,
+        1,
+        "{} hold_count",
+        b.label
+    );
+    unlock(b, "lock", name, owner)?;
     expect_free(con, name)?;
     Ok(format!(
         "taken over {taken:.0} ms after SIGSTOP; after SIGCONT the old holder's unlock is not_held"
@@ -1084,14 +1106,14 @@ fn explicit_lease(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, Strin
     let (a, b) = (ctx.agent(holder), ctx.agent(waiter));
     let (name, owner, mut con) = (ctx.name("lease"), ctx.owner(), ctx.con()?);
 
-    let locked = a.call(lock_request(&name, owner, Some(LEASE_MS)))?;
+    let locked = a.call(lock_request("lock", &name, owner, Some(LEASE_MS)))?;
     let state = expect_holder(&mut con, &name, a, 1)?;
     ensure!(
         state.pttl > LEASE_MS - 200 && state.pttl <= LEASE_MS,
         "PTTL {} for a 1 s lease",
         state.pttl
     );
-    let pending = b.send(lock_request(&name, owner, None))?;
+    let pending = b.send(lock_request("lock", &name, owner, None))?;
     wait_waiting(&mut con, &channel(&name), 1, &[(b, pending)])?;
     let got = acquired(b, pending, Duration::from_secs(5))?;
     let after = millis_between(
@@ -1110,12 +1132,12 @@ fn explicit_lease(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, Strin
     );
     expect_holder(&mut con, &name, b, 1)?;
     ensure_eq!(
-        unlock_error(a, &name, owner)?.as_str(),
+        unlock_error(a, "lock", &name, owner)?.as_str(),
         "not_held",
         "unlock after the lease ended"
     );
     expect_holder(&mut con, &name, b, 1)?;
-    unlock(b, &name, owner)?;
+    unlock(b, "lock", &name, owner)?;
     expect_free(&mut con, &name)?;
     Ok(format!(
         "acquired {after:.0} ms after the 1000 ms lease began"
@@ -1190,30 +1212,30 @@ fn byte_trace(ctx: &Ctx, agent: &Agent) -> Result<Vec<String>, String> {
         Ok(())
     };
 
-    lock(agent, &name, owner)?;
+    lock(agent, "lock", &name, owner)?;
     step("lock", &mut con, String::new())?;
-    lock(agent, &name, owner)?;
+    lock(agent, "lock", &name, owner)?;
     step("re-lock", &mut con, String::new())?;
     let answers = format!(
         "hold_count {} is_held {} is_locked {} remaining_ttl>0 {}",
-        hold_count(agent, &name, owner)?,
-        is_held(agent, &name, owner)?,
-        is_locked(agent, &name)?,
-        remaining_ttl(agent, &name)? > 0
+        hold_count(agent, "lock", &name, owner)?,
+        is_held(agent, "lock", &name, owner)?,
+        is_locked(agent, "lock", &name)?,
+        remaining_ttl(agent, "lock", &name)? > 0
     );
     step("query", &mut con, answers)?;
-    unlock(agent, &name, owner)?;
+    unlock(agent, "lock", &name, owner)?;
     step("unlock", &mut con, String::new())?;
-    unlock(agent, &name, owner)?;
+    unlock(agent, "lock", &name, owner)?;
     step("unlock", &mut con, String::new())?;
-    lock(agent, &name, owner)?;
-    let released = force_unlock(agent, &name)?.0;
+    lock(agent, "lock", &name, owner)?;
+    let released = force_unlock(agent, "lock", &name)?.0;
     step(
         "lock + force_unlock",
         &mut con,
         format!("released {released}"),
     )?;
-    let released = force_unlock(agent, &name)?.0;
+    let released = force_unlock(agent, "lock", &name)?.0;
     step(
         "force_unlock of a free lock",
         &mut con,
@@ -1221,15 +1243,15 @@ fn byte_trace(ctx: &Ctx, agent: &Agent) -> Result<Vec<String>, String> {
     )?;
     // Explicit leases: every acquire sets the TTL to its lease, and so does a partial release
     // (the pauses let a TTL that was not re-applied fall out of the "fresh" range).
-    agent.call(lock_request(&name, owner, Some(TRACE_LEASE_MS)))?;
+    agent.call(lock_request("lock", &name, owner, Some(TRACE_LEASE_MS)))?;
     step("lock, 10 s lease", &mut con, String::new())?;
     thread::sleep(ms(300));
-    agent.call(lock_request(&name, owner, Some(TRACE_LEASE_MS)))?;
+    agent.call(lock_request("lock", &name, owner, Some(TRACE_LEASE_MS)))?;
     step("re-lock, 10 s lease", &mut con, String::new())?;
     thread::sleep(ms(300));
-    unlock(agent, &name, owner)?;
+    unlock(agent, "lock", &name, owner)?;
     step("unlock", &mut con, String::new())?;
-    unlock(agent, &name, owner)?;
+    unlock(agent, "lock", &name, owner)?;
     step("unlock", &mut con, String::new())?;
     trace.push(format!(
         "messages on {{channel}}: {:?}",

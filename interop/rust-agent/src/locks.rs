@@ -1,0 +1,73 @@
+//! The one place that maps a protocol kind to a lock type of the crate. Every lock type has the
+//! same API (the crate's `lock_api!`), so the agent's operations are written once, on
+//! [`AnyLock`].
+
+use std::time::Duration;
+
+use redisson_sync::{Client, Lock, LockGuard, LockOptions, Owner, Result, Ttl};
+
+use crate::protocol::{Code, Failure, Kind};
+
+/// A lock of any kind this crate has.
+#[derive(Debug)]
+pub enum AnyLock {
+    Lock(Lock),
+}
+
+/// Runs `$body` with `$lock` bound to the lock inside any variant.
+macro_rules! on_lock {
+    ($any:expr, $lock:ident => $body:expr) => {
+        match $any {
+            AnyLock::Lock($lock) => $body,
+        }
+    };
+}
+
+impl AnyLock {
+    /// The lock of `kind` named `name`; `unsupported` for a kind the crate does not have yet.
+    pub fn new(
+        client: &Client,
+        kind: Kind,
+        name: impl Into<String>,
+    ) -> std::result::Result<Self, Failure> {
+        match kind {
+            Kind::Lock => Ok(Self::Lock(client.lock(name))),
+            other => Err(Failure::new(
+                Code::Unsupported,
+                format!("kind {other:?} is not supported by this crate yet"),
+            )),
+        }
+    }
+
+    pub async fn lock(&self, options: &LockOptions) -> Result<LockGuard> {
+        on_lock!(self, l => l.lock_with_options(options).await)
+    }
+
+    pub async fn try_lock(
+        &self,
+        wait: Duration,
+        options: &LockOptions,
+    ) -> Result<Option<LockGuard>> {
+        on_lock!(self, l => l.try_lock_with_options(wait, options).await)
+    }
+
+    pub async fn force_unlock(&self) -> Result<bool> {
+        on_lock!(self, l => l.force_unlock().await)
+    }
+
+    pub async fn is_locked(&self) -> Result<bool> {
+        on_lock!(self, l => l.is_locked().await)
+    }
+
+    pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
+        on_lock!(self, l => l.is_held_by(owner).await)
+    }
+
+    pub async fn hold_count(&self, owner: Owner) -> Result<u64> {
+        on_lock!(self, l => l.hold_count(owner).await)
+    }
+
+    pub async fn remaining_ttl(&self) -> Result<Ttl> {
+        on_lock!(self, l => l.remaining_ttl().await)
+    }
+}
