@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use redisson_sync::{Client, Lock, LockGuard, LockOptions, Owner, Result, Ttl};
+use redisson_sync::{
+    Client, Lock, LockGuard, LockOptions, Owner, ReadLock, Result, Ttl, WriteLock,
+};
 
 use crate::protocol::{Code, Failure, Kind};
 
@@ -12,6 +14,10 @@ use crate::protocol::{Code, Failure, Kind};
 #[derive(Debug)]
 pub enum AnyLock {
     Lock(Lock),
+    /// The read half of `client.rw_lock(name)`.
+    Read(ReadLock),
+    /// The write half of `client.rw_lock(name)`.
+    Write(WriteLock),
 }
 
 /// Runs `$body` with `$lock` bound to the lock inside any variant.
@@ -19,6 +25,8 @@ macro_rules! on_lock {
     ($any:expr, $lock:ident => $body:expr) => {
         match $any {
             AnyLock::Lock($lock) => $body,
+            AnyLock::Read($lock) => $body,
+            AnyLock::Write($lock) => $body,
         }
     };
 }
@@ -32,6 +40,8 @@ impl AnyLock {
     ) -> std::result::Result<Self, Failure> {
         match kind {
             Kind::Lock => Ok(Self::Lock(client.lock(name))),
+            Kind::Read => Ok(Self::Read(client.rw_lock(name).read_lock())),
+            Kind::Write => Ok(Self::Write(client.rw_lock(name).write_lock())),
             other => Err(Failure::new(
                 Code::Unsupported,
                 format!("kind {other:?} is not supported by this crate yet"),
