@@ -1153,3 +1153,21 @@ async fn handles_are_cheap_and_debug_prints_the_name() {
     assert_eq!(rw.write_lock().name(), "device:7");
     client.shutdown().await;
 }
+
+/// Compile-time: the handles are `Send + Sync + 'static` and their futures are `Send`, so they
+/// can be moved into and awaited in spawned tasks (like tests/bounds.rs for `Lock`).
+#[allow(dead_code)]
+fn bounds(rw: RwLock) {
+    fn check_static<T: Send + Sync + 'static>(_: &T) {}
+    fn check_send<T: Send>(_: &T) {}
+    check_static(&rw);
+    let (read, write) = (rw.read_lock(), rw.write_lock());
+    check_static(&read);
+    check_static(&write);
+    check_send(&read.lock());
+    check_send(&read.try_lock_for(Duration::ZERO));
+    check_send(&write.lock());
+    check_send(&write.try_lock());
+    check_send(&write.force_unlock());
+    check_send(&read.is_locked());
+}
