@@ -14,6 +14,7 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use crate::config::Config;
 use crate::connection::Connections;
 use crate::error::{BuildError, Error, Result};
+use crate::fair::FairLock;
 use crate::lock::Lock;
 use crate::naming;
 use crate::pubsub::PubSub;
@@ -113,6 +114,13 @@ impl Client {
     /// `getLock(name)`). Creating the handle does no I/O.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(self.clone(), name.into())
+    }
+
+    /// A fair lock named `name` (the Redis key, used as given; Redisson's
+    /// `getFairLock(name)`): waiters are served in arrival order. Creating the handle does no
+    /// I/O.
+    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+        FairLock::new(self.clone(), name.into())
     }
 
     /// A read-write lock named `name` (the Redis key, used as given; Redisson's

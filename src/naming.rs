@@ -35,21 +35,18 @@ pub(crate) fn lock_channel(name: &str) -> String {
 }
 
 /// The fair lock's waiter queue, a list of holder fields: `redisson_lock_queue:{N}`.
-#[allow(dead_code)] // used by the fair lock
 pub(crate) fn fair_queue(name: &str) -> String {
     prefix_name("redisson_lock_queue", name)
 }
 
 /// The fair lock's waiter deadlines, a sorted set of holder fields scored by epoch ms:
 /// `redisson_lock_timeout:{N}`.
-#[allow(dead_code)] // used by the fair lock
 pub(crate) fn fair_timeouts(name: &str) -> String {
     prefix_name("redisson_lock_timeout", name)
 }
 
 /// The wake-up channel of one fair-lock waiter: `redisson_lock__channel:{N}:<field>`
 /// (`RedissonFairLock` subscribes to `getChannelName() + ":" + getLockName(threadId)`).
-#[allow(dead_code)] // used by the fair lock
 pub(crate) fn fair_waiter_channel(name: &str, field: &str) -> String {
     format!("{}:{field}", lock_channel(name))
 }

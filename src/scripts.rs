@@ -27,6 +27,40 @@ pub(crate) static LOCK_RENEW: LazyLock<Script> =
 pub(crate) static RWLOCK_RENEW_READ: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/rwlock/renew_read.lua")));
 
+/// A fair-lock script that starts with the stale-waiter purge (`lua/fair/purge.lua`, §4.3),
+/// as every Redisson fair-lock script but `acquireFailed` does.
+macro_rules! fair_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../lua/fair/purge.lua"),
+                include_str!(concat!("../lua/fair/", $file))
+            ))
+        })
+    };
+}
+
+/// `lua/fair/purge.lua` + `lua/fair/acquire.lua`: RedissonFairLock.tryLockInnerAsync, waiting
+/// form. Reply: nil (acquired) or a sleep hint in ms (the queue position's ttl when enqueued).
+pub(crate) static FAIR_ACQUIRE: LazyLock<Script> = fair_script!("acquire.lua");
+
+/// `lua/fair/purge.lua` + `lua/fair/try_acquire.lua`: RedissonFairLock.tryLockInnerAsync,
+/// non-waiting form (never enqueues). Reply: nil (acquired) or 1.
+pub(crate) static FAIR_TRY_ACQUIRE: LazyLock<Script> = fair_script!("try_acquire.lua");
+
+/// `lua/fair/purge.lua` + `lua/fair/unlock.lua`: RedissonFairLock.unlockInnerAsync. Reply: nil
+/// (not held), 0 (still held), 1 (released) or 2 (the lock was gone).
+pub(crate) static FAIR_UNLOCK: LazyLock<Script> = fair_script!("unlock.lua");
+
+/// `lua/fair/purge.lua` + `lua/fair/force_unlock.lua`: RedissonFairLock.forceUnlockAsync.
+/// Reply: 1 or 0.
+pub(crate) static FAIR_FORCE_UNLOCK: LazyLock<Script> = fair_script!("force_unlock.lua");
+
+/// `lua/fair/acquire_failed.lua`: RedissonFairLock.acquireFailedAsync, a waiter leaving the
+/// queue. Reply: 0.
+pub(crate) static FAIR_ACQUIRE_FAILED: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/fair/acquire_failed.lua")));
+
 /// `lua/rwlock/read_acquire.lua`: RedissonReadLock.tryLockInnerAsync. Reply: nil (acquired) or
 /// PTTL.
 pub(crate) static RWLOCK_READ_ACQUIRE: LazyLock<Script> =

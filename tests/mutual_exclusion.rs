@@ -141,8 +141,13 @@ async fn try_lock_for_with_explicit_lease_excludes_across_clients_and_tasks() {
             tries += 1;
             assert!(tries <= 10_000, "never acquired in {tries} tries");
             let wait = Duration::from_millis(rand::thread_rng().gen_range(1..50));
-            if let Some(g) = lock.try_lock_with_options(wait, &opts).await.unwrap() {
-                break g;
+            match lock.try_lock_with_options(wait, &opts).await {
+                Ok(Some(g)) => break g,
+                Ok(None) => {}
+                // A first attempt that got no reply within the wait + 100 ms is a documented
+                // `Timeout` (its grant, if any, is undone); on a loaded machine that happens.
+                Err(e) if e.is_timeout() => {}
+                Err(e) => panic!("{e}"),
             }
         };
         let acquired = Instant::now();

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use redisson_sync::{
-    Client, Lock, LockGuard, LockOptions, Owner, ReadLock, Result, Ttl, WriteLock,
+    Client, FairLock, Lock, LockGuard, LockOptions, Owner, ReadLock, Result, Ttl, WriteLock,
 };
 
 use crate::protocol::{Code, Failure, Kind};
@@ -14,6 +14,7 @@ use crate::protocol::{Code, Failure, Kind};
 #[derive(Debug)]
 pub enum AnyLock {
     Lock(Lock),
+    Fair(FairLock),
     /// The read half of `client.rw_lock(name)`.
     Read(ReadLock),
     /// The write half of `client.rw_lock(name)`.
@@ -25,6 +26,7 @@ macro_rules! on_lock {
     ($any:expr, $lock:ident => $body:expr) => {
         match $any {
             AnyLock::Lock($lock) => $body,
+            AnyLock::Fair($lock) => $body,
             AnyLock::Read($lock) => $body,
             AnyLock::Write($lock) => $body,
         }
@@ -40,6 +42,7 @@ impl AnyLock {
     ) -> std::result::Result<Self, Failure> {
         match kind {
             Kind::Lock => Ok(Self::Lock(client.lock(name))),
+            Kind::Fair => Ok(Self::Fair(client.fair_lock(name))),
             Kind::Read => Ok(Self::Read(client.rw_lock(name).read_lock())),
             Kind::Write => Ok(Self::Write(client.rw_lock(name).write_lock())),
             other => Err(Failure::new(

@@ -55,6 +55,7 @@ async fn main() -> ExitCode {
     let client = match Client::builder()
         .url(&options.redis)
         .watchdog_timeout(options.watchdog)
+        .fair_wait_timeout(options.fair_wait)
         .pool_size(POOL_SIZE)
         .build()
     {

@@ -9,7 +9,7 @@ usage: redisson-sync-agent [OPTIONS]
   --mode single|cluster|sentinel     topology (default single; only single is supported)
   --master NAME                      sentinel master name
   --watchdog-ms N                    watchdog lease in ms (default 30000)
-  --fair-wait-ms N                   fair-lock waiter slot in ms (default 300000; unused)
+  --fair-wait-ms N                   fair-lock waiter slot in ms (default 300000)
   --pubsub auto|classic|sharded      pub/sub flavour in cluster mode (default auto; unused)
   --redisson VERSION                 Java agent only; accepted and ignored
 Speaks the JSON-lines protocol of CONFORMANCE_PROTOCOL.md on stdin/stdout.";
@@ -32,13 +32,15 @@ impl Mode {
     }
 }
 
-/// The parsed options. Only `redis`, `mode` and `watchdog` change what this agent does; the
-/// others are validated so that a driver gets the same answer from both agents.
+/// The parsed options. Only `redis`, `mode`, `watchdog` and `fair_wait` change what this agent
+/// does; the others are validated so that a driver gets the same answer from both agents.
 #[derive(Clone, Debug)]
 pub struct Options {
     pub redis: String,
     pub mode: Mode,
     pub watchdog: Duration,
+    /// `--fair-wait-ms`: the fair-lock waiter slot (`Config::fair_wait_timeout`).
+    pub fair_wait: Duration,
 }
 
 impl Options {
@@ -49,6 +51,7 @@ impl Options {
             redis: "redis://127.0.0.1:6379".to_owned(),
             mode: Mode::Single,
             watchdog: Duration::from_secs(30),
+            fair_wait: Duration::from_secs(300),
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -85,7 +88,7 @@ impl Options {
                     options.watchdog = Duration::from_millis(millis(&name, &value)?);
                 }
                 "--fair-wait-ms" => {
-                    millis(&name, &value)?;
+                    options.fair_wait = Duration::from_millis(millis(&name, &value)?);
                 }
                 "--pubsub" => {
                     if !matches!(value.as_str(), "auto" | "classic" | "sharded") {

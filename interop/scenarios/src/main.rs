@@ -10,10 +10,10 @@
 //! ```
 //! (`interop/run` builds the agents first; this binary itself never compiles anything.)
 
-mod agent;
 mod ctx;
 mod scenarios;
-mod server;
+
+use interop_scenarios::{agent, server};
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -38,6 +38,11 @@ macro_rules! ensure_eq {
     }};
 }
 
+// The fair-lock scenarios live in their own file, as a child module so that they share this
+// module's helpers and macros.
+#[path = "fair.rs"]
+mod fair;
+
 // The read-write lock's scenarios: a child module, so it shares the helpers and macros above.
 #[path = "rwlock.rs"]
 mod rwlock;
@@ -125,6 +130,30 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: false,
         run: mixed_stress,
+    },
+    Scenario {
+        name: "fair order",
+        smoke: true,
+        directed: true,
+        run: fair::fair_order,
+    },
+    Scenario {
+        name: "fair head-only wake-up",
+        smoke: true,
+        directed: true,
+        run: fair::fair_head_only,
+    },
+    Scenario {
+        name: "fair dead head",
+        smoke: true,
+        directed: true,
+        run: fair::fair_dead_head,
+    },
+    Scenario {
+        name: "fair stress",
+        smoke: false,
+        directed: false,
+        run: fair::fair_stress,
     },
     Scenario {
         name: "rw readers share",

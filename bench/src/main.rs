@@ -1,0 +1,503 @@
+//! Benchmark harness of redisson-sync: this crate against Redisson (Java) and against the
+//! Redis server's own limit, side by side in one run (issue 6; scenarios S1–S7 of
+//! BENCHMARKS.md in the project's shared notes).
+//!
+//! ```text
+//! scripts/bench [--quick] [--reps N] [--redisson VERSION] [--only S1,S3,...]
+//! ```
+//!
+//! One run:
+//! 1. starts its own `redis-server` (no persistence) on a free port of 127.0.0.1 and four
+//!    conformance agents (`interop/agent rust|java`, two of each, default options);
+//! 2. loads the crate's `lua/lock/acquire.lua` and `lua/lock/unlock.lua` and measures the
+//!    ceiling with `redis-benchmark` running them (EVALSHA), unpipelined at the scenario's
+//!    concurrency and pipelined (`-c 50 -P 16`), inside every repetition ([`ceiling`]);
+//! 3. warms the JVM, then runs every scenario on identical parameters for Rust and Redisson,
+//!    alternating A B A B within each repetition ([`scenarios`]), counting the Redis commands
+//!    of each run with `CONFIG RESETSTAT` / `INFO commandstats` ([`drive`]);
+//! 4. prints the table of medians, ratios Rust/Redisson and Rust/ceiling and targets, and
+//!    writes `BENCHMARKS.md`, `bench/handoff.svg` (CDF of contended handoff latency) and
+//!    `bench/results.csv` (every repetition) at the repository root ([`report`], [`svg`]).
+//!
+//! `--quick` takes seconds (tiny counts, one repetition), judges no target but fails on any
+//! protocol error, and writes under `target/bench/` instead; so does a run with `--only` or
+//! fewer than 3 repetitions, so the committed results always come from a full run.
+//! `scripts/bench` builds the agents and this binary first; the binary compiles nothing.
+
+mod ceiling;
+mod drive;
+mod env;
+mod handoff;
+mod memory;
+mod report;
+mod scenarios;
+mod stats;
+mod svg;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use env::{Env, Options};
+use report::Report;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match Options::parse(args.clone().into_iter()) {
+        Ok(options) => options,
+        Err(message) => {
+            if !message.is_empty() {
+                eprintln!("redisson-sync-bench: {message}");
+            }
+            eprintln!("{}", env::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    let started = Instant::now();
+    let env = match Env::start(options) {
+        Ok(env) => env,
+        Err(message) => {
+            eprintln!("redisson-sync-bench: cannot start: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&env, &args, started) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("redisson-sync-bench: {message}");
+            eprintln!("agent logs: target/bench-logs/");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type Step = fn(&Env, &mut Report, &ceiling::Scripts) -> drive::Result<()>;
+
+fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
+    let info = RunInfo::gather(env, args)?;
+    println!(
+        "redis {} ({}) | rust agent {} | java agent: Redisson {} | {}",
+        env.server.url(),
+        info.redis,
+        env.rust[0].version,
+        env.java[0].version,
+        if env.options.quick { "quick" } else { "full" }
+    );
+    let scripts = ceiling::load(&mut env.con(), &env.options.root)?;
+    let mut report = Report {
+        judge: !env.options.quick,
+        ..Report::default()
+    };
+    step("warm-up", || scenarios::warm_up(env)).map_err(|e| format!("warm-up: {e}"))?;
+    let plan: [(&str, Step); 6] = [
+        ("S1", scenarios::s1),
+        ("S2", scenarios::s2),
+        ("S3", |e, r, _| scenarios::s3(e, r)),
+        ("S4", |e, r, _| scenarios::s4(e, r)),
+        ("S5", |e, r, _| scenarios::s5(e, r)),
+        ("S6", |e, r, _| scenarios::s6(e, r)),
+    ];
+    for (id, f) in plan {
+        if !env.options.runs(id) {
+            continue;
+        }
+        match step(id, || f(env, &mut report, &scripts)) {
+            Ok(()) => {}
+            Err(drive::Error::Unsupported(reason)) => {
+                report.not_run.push((id.to_owned(), reason));
+            }
+            Err(e) => {
+                println!("\nso far (nothing written):\n{}", report.table());
+                return Err(format!("{id}: {e}"));
+            }
+        }
+    }
+    let took = started.elapsed().as_secs();
+
+    println!("\n{}", report.table());
+    for (id, reason) in &report.not_run {
+        println!("{id}: {reason}");
+    }
+    for note in &report.notes {
+        println!("{note}");
+    }
+    let out = Outputs::choose(&env.options);
+    std::fs::create_dir_all(out.svg.parent().unwrap_or(Path::new(".")))
+        .map_err(|e| format!("{}: {e}", out.svg.display()))?;
+    let svg = handoff_svg(&report);
+    write(&out.svg, &svg)?;
+    write(&out.csv, &report.csv())?;
+    let previous = std::fs::read_to_string(&out.markdown).unwrap_or_default();
+    let markdown = markdown(env, &info, &report, &out, took, &previous);
+    write(&out.markdown, &markdown)?;
+    println!(
+        "\nwrote {}, {}, {} ({took} s)",
+        relative(&env.options.root, &out.markdown),
+        relative(&env.options.root, &out.svg),
+        relative(&env.options.root, &out.csv)
+    );
+    Ok(())
+}
+
+/// Runs one step, printing its name and time.
+fn step<T, E>(name: &str, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    let started = Instant::now();
+    print!("{name} ...");
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    let result = f();
+    println!(" {:.1} s", started.elapsed().as_secs_f64());
+    result
+}
+
+/// Where the results go.
+struct Outputs {
+    markdown: PathBuf,
+    svg: PathBuf,
+    csv: PathBuf,
+    /// The SVG's path as BENCHMARKS.md links it.
+    svg_link: String,
+}
+
+impl Outputs {
+    fn choose(options: &Options) -> Self {
+        let root = &options.root;
+        if options.quick || !options.only.is_empty() || options.reps < 3 {
+            let dir = root.join("target/bench");
+            Self {
+                markdown: dir.join("BENCHMARKS.md"),
+                svg: dir.join("handoff.svg"),
+                csv: dir.join("results.csv"),
+                svg_link: "handoff.svg".into(),
+            }
+        } else {
+            Self {
+                markdown: root.join("BENCHMARKS.md"),
+                svg: root.join("bench/handoff.svg"),
+                csv: root.join("bench/results.csv"),
+                svg_link: "bench/handoff.svg".into(),
+            }
+        }
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// What the run ran on.
+struct RunInfo {
+    cpu: String,
+    cpus: usize,
+    kernel: String,
+    date: String,
+    redis: String,
+    java: String,
+    command: String,
+}
+
+impl RunInfo {
+    fn gather(env: &Env, args: &[String]) -> Result<Self, String> {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_owned())
+            .unwrap_or_else(|| "unknown CPU".into());
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut *env.con())
+            .map_err(|e| format!("redis: {e}"))?;
+        let redis = info
+            .lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .map_or_else(|| "?".into(), |v| format!("redis-server {}", v.trim()));
+        // The command as a user types it: scripts/bench passes --root itself.
+        let mut shown = Vec::new();
+        let mut skip = false;
+        for a in args {
+            if skip {
+                skip = false;
+            } else if a == "--root" {
+                skip = true;
+            } else {
+                shown.push(a.as_str());
+            }
+        }
+        Ok(Self {
+            cpu,
+            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            kernel: output("uname", &["-sr"]),
+            date: output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+            redis,
+            java: output("java", &["-version"])
+                .lines()
+                .next()
+                .unwrap_or("?")
+                .to_owned(),
+            command: format!("scripts/bench {}", shown.join(" "))
+                .trim_end()
+                .to_owned(),
+        })
+    }
+}
+
+/// First line of stdout, else of stderr, of a command; `?` when it cannot run.
+fn output(program: &str, args: &[&str]) -> String {
+    match Command::new(program).args(args).output() {
+        Ok(o) => {
+            let text = if o.stdout.is_empty() {
+                o.stderr
+            } else {
+                o.stdout
+            };
+            String::from_utf8_lossy(&text)
+                .lines()
+                .next()
+                .unwrap_or("?")
+                .trim()
+                .to_owned()
+        }
+        Err(_) => "?".into(),
+    }
+}
+
+fn handoff_svg(report: &Report) -> String {
+    let series: Vec<svg::Series> = [
+        ("rust", "Rust (redisson-sync)", "#c0392b"),
+        ("java", "Redisson", "#2471a3"),
+    ]
+    .iter()
+    .map(|(who, label, colour)| svg::Series {
+        label: (*label).to_owned(),
+        colour,
+        samples_us: report.handoffs.get(who).cloned().unwrap_or_default(),
+    })
+    .collect();
+    let marker = report.rtt_us.map(|rtt| 2.0 * rtt + 100.0);
+    let label = marker.map(|m| format!("target: 2 × RTT + 100 µs = {}", svg::format_us(m)));
+    svg::cdf(
+        "Contended handoff latency, one lock, 2 processes × 2 owners",
+        &series,
+        marker.zip(label.as_deref()),
+    )
+}
+
+/// Markers around the hand-written analysis that a new run keeps.
+const ANALYSIS_BEGIN: &str =
+    "<!-- analysis:begin (hand-written; kept when the file is regenerated) -->";
+const ANALYSIS_END: &str = "<!-- analysis:end -->";
+
+fn markdown(
+    env: &Env,
+    info: &RunInfo,
+    report: &Report,
+    out: &Outputs,
+    took: u64,
+    previous: &str,
+) -> String {
+    let s = &env.sizes;
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Benchmarks: redisson-sync vs Redisson vs the Redis server's own limit\n"
+    );
+    let _ = writeln!(
+        md,
+        "Generated by `{}` ({}; {} s). Every figure below was measured in this one run, on one \
+         `redis-server`, Rust and Redisson alternating (A B A B …) within each of {} repetition(s); \
+         figures are medians over the repetitions. These machines are shared and noisy: compare \
+         the ratios, not the absolute times.\n",
+        info.command,
+        if env.options.quick {
+            "quick mode: tiny counts, targets not meaningful"
+        } else {
+            "full run"
+        },
+        took,
+        env.options.reps
+    );
+    let _ = writeln!(md, "| | |\n|---|---|");
+    let _ = writeln!(md, "| date | {} |", info.date);
+    let _ = writeln!(
+        md,
+        "| machine | {}, {} CPUs (`nproc`), {} |",
+        info.cpu, info.cpus, info.kernel
+    );
+    let _ = writeln!(
+        md,
+        "| server | {}, loopback, `--save '' --appendonly no` |",
+        info.redis
+    );
+    let _ = writeln!(
+        md,
+        "| Rust | redisson-sync {} (conformance agent `interop/rust-agent`: pool of 64 connections, 30 s watchdog) |",
+        env.rust[0].version
+    );
+    let _ = writeln!(
+        md,
+        "| Redisson | {} on {} (agent `interop/java`: connectionPoolSize 64, connectionMinimumIdleSize 8, subscriptionConnectionPoolSize 64, lockWatchdogTimeout 30000, every other setting Redisson's default — e.g. useScriptCache, threads, nettyThreads; JVM `-Xss512k -Xms64m -Xmx512m -XX:+UseG1GC`, one platform thread per owner/task) |",
+        env.java[0].version, info.java
+    );
+    let _ = writeln!(
+        md,
+        "| ceiling | `redis-benchmark` ({}) running the crate's `lua/lock/acquire.lua` and `lua/lock/unlock.lua` with EVALSHA |",
+        info.redis.replace("redis-server", "same version as")
+    );
+    let _ = writeln!(
+        md,
+        "| sizes | S1 {} pairs; S2 (tasks × pairs) {}; S3 bench {} tasks × {}, stress {} sections per owner; S4 {} tasks × {}; S5 {} waiters; S6 {:?} tasks in process, {} owners per agent; JVM warm-up {} s |\n",
+        s.s1_pairs,
+        s.s2.iter()
+            .map(|(t, i)| format!("{t} × {i}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        s.s3_tasks,
+        s.s3_bench_iterations,
+        s.s3_sections,
+        s.s4_tasks,
+        s.s4_sections,
+        s.s5_waiters,
+        s.s6_in_process,
+        s.s6_in_agent,
+        s.warmup_secs
+    );
+
+    let _ = writeln!(md, "## Results\n");
+    let _ = writeln!(
+        md,
+        "Rust/Redisson below 1 is better for times, bytes and command counts, above 1 for rates. \
+         \"Rust ≥ Redisson\" says whether Rust is at least as good as Redisson on that figure. \
+         Targets are the issue's, judged on the Rust figure.\n"
+    );
+    md.push_str(&report.table());
+    md.push('\n');
+    if !report.not_run.is_empty() {
+        let _ = writeln!(md, "Not run:\n");
+        for (id, reason) in &report.not_run {
+            let _ = writeln!(md, "- {id}: {reason}");
+        }
+        md.push('\n');
+    }
+    let missed: Vec<String> = report
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let t = r.target.as_ref()?;
+            (!t.met).then(|| format!("{} {}: {}", r.scenario, r.metric, t.text))
+        })
+        .collect();
+    let behind: Vec<String> = report
+        .rows
+        .iter()
+        .filter(|r| r.rust_ahead() == Some(false))
+        .map(|r| format!("{} {}", r.scenario, r.metric))
+        .collect();
+    let judged = report.rows.iter().filter(|r| r.target.is_some()).count();
+    if !report.judge {
+        let _ = writeln!(md, "**Targets:** not judged in quick mode.\n");
+    } else {
+        let _ = writeln!(
+            md,
+            "**Targets:** {} of {judged} met{}.  \n**Rust ≥ Redisson:** {}.\n",
+            judged - missed.len(),
+            if missed.is_empty() {
+                String::new()
+            } else {
+                format!("; missed: {}", missed.join("; "))
+            },
+            if behind.is_empty() {
+                "on every figure".to_owned()
+            } else {
+                format!("not on {}", behind.join("; "))
+            }
+        );
+    }
+
+    let _ = writeln!(md, "## Contended handoff latency\n");
+    let _ = writeln!(
+        md,
+        "![CDF of handoff latency, Rust vs Redisson]({})\n",
+        out.svg_link
+    );
+    for note in &report.notes {
+        let _ = writeln!(md, "- {note}");
+    }
+    md.push('\n');
+
+    let _ = writeln!(md, "## The ceiling: redis-benchmark on the same server\n");
+    md.push_str(&report.ceiling_table());
+    let _ = writeln!(
+        md,
+        "\nacquire.lua runs on a fresh random key per request (`-r 1000000`: creates the hash); unlock.lua \
+         on one hash whose holder count stays above zero (`hexists`, `hincrby -1`, `pexpire`), about \
+         the cost of a full release (`hexists`, `hincrby -1`, `del`, `PUBLISH` to no subscriber), \
+         which cannot be repeated on one key. Pair ceiling = 1 / (1/R_acquire + 1/R_release).\n"
+    );
+
+    let _ = writeln!(md, "## Redis commands per operation (S7)\n");
+    let _ = writeln!(
+        md,
+        "From `CONFIG RESETSTAT` before and `INFO commandstats` after each run, summed over repetitions, \
+         divided by the acquisitions. *Client-sent* commands are what the client sends (EVALSHA, EVAL, \
+         SUBSCRIBE, PING, connection setup …); the data commands the scripts run (and the `stress` \
+         counter's GET/SET) are counted apart. The harness's own INFO/CONFIG/LLEN are excluded. \
+         The few PINGs are keep-alives of idle Redisson connections (every 30 s), counted in \
+         whichever run is going.\n"
+    );
+    md.push_str(&report.commands_table());
+
+    let _ = writeln!(md, "\n## How each figure is measured\n");
+    md.push_str(METHOD);
+    let _ = writeln!(
+        md,
+        "\nEvery repetition's figure is in `{}`.\n",
+        if out.svg_link.starts_with("bench/") {
+            "bench/results.csv"
+        } else {
+            "results.csv"
+        }
+    );
+
+    let analysis = previous
+        .split_once(ANALYSIS_BEGIN)
+        .and_then(|(_, rest)| rest.split_once(ANALYSIS_END))
+        .map(|(kept, _)| kept.trim().to_owned())
+        .unwrap_or_else(|| "## Analysis\n\n(none yet)".into());
+    let _ = writeln!(md, "{ANALYSIS_BEGIN}\n{analysis}\n{ANALYSIS_END}");
+    md
+}
+
+const METHOD: &str = "\
+- **S1** uncontended latency: the agents' `bench` op, 1 task, one key, lock+unlock pairs; p50/p99 per \
+pair. Ceiling: redis-benchmark p50 of acquire.lua + p50 of unlock.lua at `-c 1 -P 1`.
+- **S2** uncontended throughput: `bench` with 8, 64, 512 tasks, each on its own key; pairs/s = pairs / \
+elapsed. Ceilings: server-bound = both scripts at `-c 50 -P 16` (the issue's target: ≥ 80 %); unpipelined = \
+both scripts at `-c N -P 1`.
+- **S3** contended single key: `bench` with all tasks on one key (pairs/s), then `stress` (critical \
+section: GET counter, SET counter+1) with recorded sections, in 1 agent × 4 owners and in 2 agents × 2 \
+owners. All sections sorted by acquisition time form a chain; a *handoff* is a step to another owner that \
+had already held the lock once (so it was waiting), latency = its `acquired_ns` − the previous section's \
+`releasing_ns` (unlock sent → acquire returned, on CLOCK_MONOTONIC across processes). Steps where the same \
+owner takes the lock again, and each owner's first section, are not handoffs. Target: p50 ≤ 2 × RTT + \
+100 µs, RTT = redis-benchmark PING p50 at `-c 1`.
+- **S4** read-write lock: `bench` of `read` on one key (100:0), and `stress` with 95 % `read` owners and \
+5 % `write` owners on one key (read sections/s; writer cycle = a writer's release → its next acquire).
+- **S5** fair lock: a holder, then N waiters queued one by one (alternating between two agents, each \
+confirmed by `LLEN redisson_lock_queue:{name}`), then each grant released as soon as it is seen; \
+inversions between queue order and grant order, handoff = waiter's `end_ns` − previous unlock's \
+`start_ns`, commands counted over the release phase only.
+- **S6** memory per waiting task: RSS growth (`VmRSS`) divided by the waiters, once they stop sending \
+commands. In this process: one `redisson_sync::Client`, the holder an explicit owner, N tasks in \
+`lock().await`; `CLIENT LIST` connections of that client and `PUBSUB NUMSUB` of the lock's channel. In \
+each agent: N owners blocked in `lock` (Rust: a Tokio task each; Java: a platform thread each, as \
+Redisson's blocking `lock()` needs).
+- **S7** commands per operation: see above; uncontended from S2, contended from S3, fair handoff from S5.
+";

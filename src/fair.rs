@@ -1,0 +1,284 @@
+//! The fair lock, compatible with Redisson's `RFairLock` (REDISSON_LAYOUT.md §4).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::Value;
+
+use crate::client::Client;
+use crate::detach::BoxFuture;
+use crate::error::{Error, Result};
+use crate::guard::Release;
+use crate::handle::{Handle, lock_api};
+use crate::kind::{AcquireReply, LockKind, acquire_script, released_reply, run_script, unexpected};
+use crate::naming;
+use crate::pubsub::UNLOCK_MESSAGE;
+use crate::scripts;
+
+/// Slots and deadlines stay below 2^53 ms, where Lua's doubles still count whole milliseconds.
+const MAX_SLOT_MS: u64 = 1 << 53;
+
+/// A reentrant distributed lock that serves its waiters in arrival order: Redisson's
+/// `RFairLock`.
+///
+/// The lock itself is the same hash as [`Lock`](crate::Lock)'s: `name`, one field
+/// `<client id>:<owner id>` whose value is the hold count, TTL = the lease. Waiters queue in
+/// two more keys, exactly as Redisson's do, so Java services using `getFairLock(name)` on the
+/// same Redis share the queue with this lock in both directions:
+///
+/// - `redisson_lock_queue:{name}`, a list of the waiters' fields in arrival order;
+/// - `redisson_lock_timeout:{name}`, a sorted set scoring each waiter with its *deadline*: the
+///   epoch millisecond by which it must have taken the lock, or be dropped from the queue;
+/// - each waiter subscribes to its own channel `redisson_lock__channel:{name}:<its field>`, and
+///   a release publishes `0` only there, to the queue's head: no herd, one waiter wakes.
+///
+/// (Names that already contain `{` are used without the added braces, as Redisson does.)
+///
+/// # Fairness
+///
+/// A waiter joins the tail of the queue on its first attempt; the lock goes to the queue's
+/// head, and to nobody else while the head is within its slot, even when the lock is free.
+/// [`try_lock`](Self::try_lock) never joins the queue: it succeeds only when the lock is free
+/// and the queue empty (or this owner is its head), or on re-entry. Reentrancy is per
+/// [`Owner`](crate::Owner), as with [`Lock`](crate::Lock), and a re-entry does not queue.
+///
+/// # The slot
+///
+/// Each waiter is given a *slot*: its deadline is the previous waiter's deadline (or the lock's
+/// expiry, for the first) plus the slot. The slot is the wait of
+/// [`try_lock_for`](Self::try_lock_for) / [`try_lock_with_options`](Self::try_lock_with_options),
+/// and [`Config::fair_wait_timeout`](crate::Config::fair_wait_timeout) (Redisson's
+/// `fairLockWaitTimeout`, 5 min) for [`lock`](Self::lock) and [`try_lock`](Self::try_lock).
+/// When the head takes the lock, or a waiter leaves, the deadlines behind it move one slot
+/// earlier. A waiter that is still at the head when its deadline passes is dropped from the
+/// queue by the next script that runs: this is how a crashed waiter stops blocking the queue,
+/// after at most one slot. A live waiter dropped that way (the lock was held for longer than
+/// the slots of everyone before it) re-joins at the tail on its next attempt, as in Redisson.
+/// A waiter of this crate that stops waiting (its wait ran out, its future was dropped, its
+/// client shut down, an error) leaves the queue at once.
+///
+/// # Clocks
+///
+/// Like Redisson, the scripts run on the *client's* wall clock (`SystemTime::now()` in epoch
+/// milliseconds, passed to every script), not Redis's: a deadline is written with the clock of
+/// the waiter's host, and compared, when the head is checked, with the clock of whichever
+/// client runs the next script (an acquire, an unlock, a force unlock). With skew between
+/// hosts, a waiter whose host runs *ahead* gets deadlines that end late as others see them
+/// (its dead entry blocks the queue longer), and one whose host runs *behind* gets deadlines
+/// that end early: a client whose clock is ahead by more than a slot drops a live head from
+/// the queue (it re-joins at the tail). Keep hosts synchronized (NTP) well within the slot;
+/// the default slot of 5 min leaves a wide margin, short `try_lock_for` waits a narrow one.
+/// Waits themselves (`try_lock_for`) are measured on the monotonic clock.
+///
+/// # Differences from Redisson
+///
+/// Redis is written exactly as Redisson writes it. Two replies differ: an unlock when the lock
+/// no longer exists (its lease ran out, or it was force-unlocked) wakes the head as Redisson
+/// does, but returns [`Error::NotHeld`](crate::Error::NotHeld) where Redisson reports success,
+/// as [`Lock`](crate::Lock) does; and the sleep hint a queued waiter gets when it re-checks is
+/// the earlier of the lock's remaining TTL and the head's deadline, where Redisson's is the
+/// TTL, or 0 (re-poll at once) while the lock is free or has no expiry. So a waiter behind a
+/// crashed head (whose wake-up message is lost) re-checks when that head's slot ends, not a
+/// whole re-check interval later, and never spins.
+///
+/// A `FairLock` is a cheap handle (client clone + name): create one per use or keep it.
+///
+/// # Examples
+///
+/// ```rust,no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = redisson_sync::Client::open("redis://127.0.0.1:6379")?;
+/// let lock = client.fair_lock("jobs"); // Redisson: redisson.getFairLock("jobs")
+/// let guard = lock.lock().await?; // served in arrival order
+/// // ... take the next job ...
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct FairLock {
+    handle: Handle,
+}
+
+lock_api!(FairLock, "client.fair_lock(\"jobs\")");
+
+impl FairLock {
+    pub(crate) fn new(client: Client, name: String) -> Self {
+        let kind = Fair {
+            channel: naming::lock_channel(&name).into(),
+            queue: naming::fair_queue(&name).into(),
+            timeouts: naming::fair_timeouts(&name).into(),
+        };
+        Self {
+            handle: Handle::new(client, Arc::new(kind), name.into()),
+        }
+    }
+}
+
+/// The fair lock's scripts (`lua/fair/`).
+#[derive(Debug)]
+struct Fair {
+    /// `redisson_lock__channel:{N}`, the prefix of every waiter's channel.
+    channel: Arc<str>,
+    /// `redisson_lock_queue:{N}`.
+    queue: Arc<str>,
+    /// `redisson_lock_timeout:{N}`.
+    timeouts: Arc<str>,
+}
+
+/// The client's wall clock in epoch milliseconds: Redisson's `System.currentTimeMillis()`.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The slot of a waiter whose whole wait is `wait`: the wait in ms when positive, else the
+/// client's `fair_wait_timeout` (Redisson: `waitTime > 0 ? waitTime : fairLockWaitTimeout`).
+fn slot_ms(client: &Client, wait: Option<Duration>) -> u64 {
+    let slot = match wait {
+        Some(wait) if !wait.is_zero() => wait,
+        _ => client.config().fair_wait_timeout,
+    };
+    u64::try_from(slot.as_millis()).map_or(MAX_SLOT_MS, |ms| ms.min(MAX_SLOT_MS))
+}
+
+impl Fair {
+    /// The invocation of a script that starts with the purge: KEYS N, queue, timeouts; ARGV now.
+    fn purging(
+        &self,
+        script: &'static redis::Script,
+        name: &str,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(name)
+            .key(&*self.queue)
+            .key(&*self.timeouts)
+            .arg(now_ms());
+        invocation
+    }
+}
+
+impl LockKind for Fair {
+    fn label(&self) -> &'static str {
+        "FairLock"
+    }
+
+    fn field(&self, client_id: &str, owner: u64) -> String {
+        naming::holder_field(client_id, owner)
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        hold: &'a Release,
+        wait: Option<Duration>,
+        limit: Duration,
+    ) -> BoxFuture<'a, Result<AcquireReply>> {
+        Box::pin(async move {
+            let slot = slot_ms(&hold.client, wait);
+            if wait == Some(Duration::ZERO) {
+                let mut invocation = self.purging(&scripts::FAIR_TRY_ACQUIRE, &hold.name);
+                invocation.arg(hold.lease_ms).arg(&hold.field).arg(slot);
+                // 1 is Redisson's "false": not acquired, and no sleep hint.
+                return match acquire_script(hold, "fair/try_acquire.lua", &invocation, limit)
+                    .await?
+                {
+                    AcquireReply::Held(_) => Ok(AcquireReply::Held(-2)),
+                    acquired => Ok(acquired),
+                };
+            }
+            let mut invocation = self.purging(&scripts::FAIR_ACQUIRE, &hold.name);
+            invocation.arg(hold.lease_ms).arg(&hold.field).arg(slot);
+            acquire_script(hold, "fair/acquire.lua", &invocation, limit).await
+        })
+    }
+
+    fn release<'a>(&'a self, hold: &'a Release) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let mut invocation = self.purging(&scripts::FAIR_UNLOCK, &hold.name);
+            invocation
+                .key(&*self.channel)
+                .arg(hold.lease_ms)
+                .arg(&hold.field)
+                .arg(UNLOCK_MESSAGE)
+                .arg(hold.client.inner().publish_command);
+            // nil: held by another; 0: one hold released, others remain; 1: last hold
+            // released; 2: the lock was gone (the head was woken all the same).
+            match run_script(&hold.client, "unlock", &hold.name, &invocation).await? {
+                Value::Nil | Value::Int(2) => Err(Error::NotHeld {
+                    name: hold.name.to_string(),
+                    holder: hold.field.clone(),
+                }),
+                Value::Int(0 | 1) => Ok(()),
+                other => Err(unexpected("fair/unlock.lua", &other)),
+            }
+        })
+    }
+
+    fn wake_channel(&self, hold: &Release) -> String {
+        naming::fair_waiter_channel(&hold.name, &hold.field)
+    }
+
+    fn queues_waiters(&self) -> bool {
+        true
+    }
+
+    fn give_up<'a>(
+        &'a self,
+        hold: &'a Release,
+        wait: Option<Duration>,
+    ) -> Option<BoxFuture<'a, Result<()>>> {
+        Some(Box::pin(async move {
+            let mut invocation = scripts::FAIR_ACQUIRE_FAILED.prepare_invoke();
+            invocation
+                .key(&*self.queue)
+                .key(&*self.timeouts)
+                .arg(&hold.field)
+                .arg(slot_ms(&hold.client, wait));
+            match run_script(&hold.client, "give_up", &hold.name, &invocation).await? {
+                Value::Int(0) => Ok(()),
+                other => Err(unexpected("fair/acquire_failed.lua", &other)),
+            }
+        }))
+    }
+
+    fn force_unlock<'a>(
+        &'a self,
+        client: &'a Client,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let mut invocation = self.purging(&scripts::FAIR_FORCE_UNLOCK, name);
+            invocation
+                .key(&*self.channel)
+                .arg(UNLOCK_MESSAGE)
+                .arg(client.inner().publish_command);
+            let reply = run_script(client, "force_unlock", name, &invocation).await?;
+            released_reply("fair/force_unlock.lua", reply)
+        })
+    }
+
+    fn is_locked<'a>(&'a self, client: &'a Client, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let reply = client
+                .inner()
+                .connections
+                .query("is_locked", name, redis::cmd("EXISTS").arg(name))
+                .await?;
+            Ok(matches!(reply, Value::Int(n) if n > 0))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_is_epoch_milliseconds() {
+        // 2020-01-01 .. 2100-01-01
+        assert!((1_577_836_800_000..4_102_444_800_000).contains(&now_ms()));
+    }
+}
