@@ -8,7 +8,7 @@ use redisson_sync::{
     Client, FairLock, Lock, LockGuard, LockOptions, Owner, ReadLock, Result, Ttl, WriteLock,
 };
 
-use crate::protocol::{Code, Failure, Kind};
+use crate::protocol::{Failure, Kind};
 
 /// A lock of any kind this crate has.
 #[derive(Debug)]
@@ -34,7 +34,8 @@ macro_rules! on_lock {
 }
 
 impl AnyLock {
-    /// The lock of `kind` named `name`; `unsupported` for a kind the crate does not have yet.
+    /// The lock of `kind` named `name`. Every protocol kind has one now; the `Result` stays for
+    /// the kinds the protocol may add before the crate has them (`unsupported`).
     pub fn new(
         client: &Client,
         kind: Kind,
@@ -45,10 +46,6 @@ impl AnyLock {
             Kind::Fair => Ok(Self::Fair(client.fair_lock(name))),
             Kind::Read => Ok(Self::Read(client.rw_lock(name).read_lock())),
             Kind::Write => Ok(Self::Write(client.rw_lock(name).write_lock())),
-            other => Err(Failure::new(
-                Code::Unsupported,
-                format!("kind {other:?} is not supported by this crate yet"),
-            )),
         }
     }
 
