@@ -18,6 +18,7 @@ use crate::fair::FairLock;
 use crate::lock::Lock;
 use crate::naming;
 use crate::pubsub::PubSub;
+use crate::rwlock::RwLock;
 use crate::watchdog::Watchdog;
 
 /// A connection to Redis and the home of every lock made from it.
@@ -120,6 +121,13 @@ impl Client {
     /// I/O.
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
         FairLock::new(self.clone(), name.into())
+    }
+
+    /// A read-write lock named `name` (the Redis key, used as given; Redisson's
+    /// `getReadWriteLock(name)`), with its [`read_lock`](RwLock::read_lock) and
+    /// [`write_lock`](RwLock::write_lock) halves. Creating the handle does no I/O.
+    pub fn rw_lock(&self, name: impl Into<String>) -> RwLock {
+        RwLock::new(self.clone(), name.into())
     }
 
     /// `true` once [`shutdown`](Self::shutdown) was called.

@@ -35,6 +35,16 @@ pub enum Error {
         /// The lock name.
         name: String,
     },
+    /// The owner holds the read half of a read-write lock and asked for its write half
+    /// (without holding that already). Redisson's `RReadWriteLock` cannot upgrade: its reader
+    /// would wait on itself until its read lease ends. Returned at once, by waiting and
+    /// non-waiting acquisitions alike; nothing was changed. Release the read holds first.
+    UpgradeRefused {
+        /// The lock name.
+        name: String,
+        /// The owner's reader field (`<client id>:<owner id>`).
+        holder: String,
+    },
     /// The lock name holds a Redis key of another type (a lock is a hash).
     WrongType {
         /// The key that holds a value of another type.
@@ -100,6 +110,12 @@ impl fmt::Display for Error {
             Self::LeaseLost { name } => write!(
                 f,
                 "lock {name:?} was lost before release: its lease expired or it was force-unlocked"
+            ),
+            Self::UpgradeRefused { name, holder } => write!(
+                f,
+                "{holder} holds the read lock of {name:?} and asked for its write lock: a \
+                 read-write lock cannot be upgraded (Redisson's reader would wait on itself); \
+                 release the read holds first"
             ),
             Self::WrongType { key } => write!(
                 f,

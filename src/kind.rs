@@ -29,7 +29,6 @@ pub(crate) enum AcquireReply {
 pub(crate) enum Renewal {
     /// `PEXPIRE key` while `HEXISTS key field` (Redisson's `LockTask`, §1.9).
     Hash,
-    #[allow(dead_code)] // constructed by the read-write lock
     /// A read hold of a read-write lock: the hash and this holder's own `rwlock_timeout`
     /// marker keys, `<prefix>:1 ..= <prefix>:<count>` (Redisson's `ReadLockTask`, §5.8).
     Read {

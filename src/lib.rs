@@ -19,6 +19,7 @@ mod lock;
 mod naming;
 mod owner;
 mod pubsub;
+mod rwlock;
 mod scripts;
 mod watchdog;
 
@@ -31,6 +32,7 @@ pub use handle::{LockOptions, Ttl};
 pub use lock::Lock;
 pub use owner::Owner;
 pub use redis;
+pub use rwlock::{ReadLock, RwLock, WriteLock};
 
 /// This crate's version, e.g. for a health endpoint or a conformance report.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -52,14 +52,12 @@ pub(crate) fn fair_waiter_channel(name: &str, field: &str) -> String {
 }
 
 /// The channel of a read-write lock, shared by both halves: `redisson_rwlock:{N}`.
-#[allow(dead_code)] // used by the read-write lock
 pub(crate) fn rwlock_channel(name: &str) -> String {
     prefix_name("redisson_rwlock", name)
 }
 
 /// The hash field of a write holder: `<client uuid>:<owner id>:write`
 /// (`RedissonWriteLock.getLockName`).
-#[allow(dead_code)] // used by the read-write lock
 pub(crate) fn write_field(client_id: &str, owner_id: u64) -> String {
     let mut field = holder_field(client_id, owner_id);
     field.push_str(":write");
@@ -69,14 +67,12 @@ pub(crate) fn write_field(client_id: &str, owner_id: u64) -> String {
 /// The prefix of one reader's timeout marker keys, `timeoutPrefix(F)` of §5.1:
 /// `{N}:F:rwlock_timeout` (`N:F:rwlock_timeout` when `N` contains `{`). Its k-th outstanding
 /// read hold has the key `<prefix>:k`.
-#[allow(dead_code)] // used by the read-write lock
 pub(crate) fn rwlock_timeout_prefix(name: &str, field: &str) -> String {
     suffix_name(name, &format!("{field}:rwlock_timeout"))
 }
 
 /// `keyPrefix` of §5.1, from which the scripts build any reader's marker keys
 /// (`keyPrefix:G:rwlock_timeout:k`): `{N}`, or `N` when `N` contains `{`.
-#[allow(dead_code)] // used by the read-write lock
 pub(crate) fn rwlock_key_prefix(name: &str) -> String {
     if name.contains('{') {
         name.to_owned()

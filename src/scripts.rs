@@ -60,3 +60,30 @@ pub(crate) static FAIR_FORCE_UNLOCK: LazyLock<Script> = fair_script!("force_unlo
 /// queue. Reply: 0.
 pub(crate) static FAIR_ACQUIRE_FAILED: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/fair/acquire_failed.lua")));
+
+/// `lua/rwlock/read_acquire.lua`: RedissonReadLock.tryLockInnerAsync. Reply: nil (acquired) or
+/// PTTL.
+pub(crate) static RWLOCK_READ_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/read_acquire.lua")));
+
+/// `lua/rwlock/read_unlock.lua`: RedissonReadLock.unlockInnerAsync. Reply: nil, 0 or 1.
+pub(crate) static RWLOCK_READ_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/read_unlock.lua")));
+
+/// `lua/rwlock/read_is_locked.lua`: RedissonReadLock.isLocked. Reply: 1 or 0.
+pub(crate) static RWLOCK_READ_IS_LOCKED: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/read_is_locked.lua")));
+
+/// `lua/rwlock/write_acquire.lua`: RedissonWriteLock.tryLockInnerAsync, plus a refused
+/// upgrade. Reply: nil (acquired), PTTL, or "upgrade".
+pub(crate) static RWLOCK_WRITE_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/write_acquire.lua")));
+
+/// `lua/rwlock/write_unlock.lua`: RedissonWriteLock.unlockInnerAsync. Reply: nil, 0 or 1.
+pub(crate) static RWLOCK_WRITE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/write_unlock.lua")));
+
+/// `lua/rwlock/force_unlock.lua`: RedissonReadLock / RedissonWriteLock.forceUnlockAsync.
+/// Reply: 1 or 0.
+pub(crate) static RWLOCK_FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rwlock/force_unlock.lua")));

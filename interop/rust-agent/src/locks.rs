@@ -4,15 +4,21 @@
 
 use std::time::Duration;
 
-use redisson_sync::{Client, FairLock, Lock, LockGuard, LockOptions, Owner, Result, Ttl};
+use redisson_sync::{
+    Client, FairLock, Lock, LockGuard, LockOptions, Owner, ReadLock, Result, Ttl, WriteLock,
+};
 
-use crate::protocol::{Code, Failure, Kind};
+use crate::protocol::{Failure, Kind};
 
 /// A lock of any kind this crate has.
 #[derive(Debug)]
 pub enum AnyLock {
     Lock(Lock),
     Fair(FairLock),
+    /// The read half of `client.rw_lock(name)`.
+    Read(ReadLock),
+    /// The write half of `client.rw_lock(name)`.
+    Write(WriteLock),
 }
 
 /// Runs `$body` with `$lock` bound to the lock inside any variant.
@@ -21,12 +27,15 @@ macro_rules! on_lock {
         match $any {
             AnyLock::Lock($lock) => $body,
             AnyLock::Fair($lock) => $body,
+            AnyLock::Read($lock) => $body,
+            AnyLock::Write($lock) => $body,
         }
     };
 }
 
 impl AnyLock {
-    /// The lock of `kind` named `name`; `unsupported` for a kind the crate does not have yet.
+    /// The lock of `kind` named `name`. Every protocol kind has one now; the `Result` stays for
+    /// the kinds the protocol may add before the crate has them (`unsupported`).
     pub fn new(
         client: &Client,
         kind: Kind,
@@ -35,10 +44,8 @@ impl AnyLock {
         match kind {
             Kind::Lock => Ok(Self::Lock(client.lock(name))),
             Kind::Fair => Ok(Self::Fair(client.fair_lock(name))),
-            other => Err(Failure::new(
-                Code::Unsupported,
-                format!("kind {other:?} is not supported by this crate yet"),
-            )),
+            Kind::Read => Ok(Self::Read(client.rw_lock(name).read_lock())),
+            Kind::Write => Ok(Self::Write(client.rw_lock(name).write_lock())),
         }
     }
 

@@ -43,6 +43,10 @@ macro_rules! ensure_eq {
 #[path = "fair.rs"]
 mod fair;
 
+// The read-write lock's scenarios: a child module, so it shares the helpers and macros above.
+#[path = "rwlock.rs"]
+mod rwlock;
+
 type Run = fn(&Ctx, Impl, Impl) -> Result<String, String>;
 
 pub struct Scenario {
@@ -150,6 +154,30 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: false,
         run: fair::fair_stress,
+    },
+    Scenario {
+        name: "rw readers share",
+        smoke: true,
+        directed: true,
+        run: rwlock::readers_share,
+    },
+    Scenario {
+        name: "rw write wakes readers",
+        smoke: true,
+        directed: true,
+        run: rwlock::write_wakes_readers,
+    },
+    Scenario {
+        name: "rw watchdog",
+        smoke: false,
+        directed: true,
+        run: rwlock::watchdog_readers,
+    },
+    Scenario {
+        name: "rw mixed stress",
+        smoke: false,
+        directed: false,
+        run: rwlock::mixed_stress,
     },
 ];
 

@@ -1,0 +1,288 @@
+//! The Lua scripts under `lua/rwlock/` (STYLE.md §7.8): each loads, its sha is what redis-rs
+//! sends with EVALSHA, its header documents KEYS, ARGV, the reply and the Redisson method it
+//! mirrors; the replies of the watchdog's read renewal and of the refused upgrade hold when run
+//! with a raw EVAL; and the read-write lock keeps working after `SCRIPT FLUSH`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{RedisServer, client_with_watchdog, exists, field, hash, pttl, unique_name};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncCommands, Value};
+use redisson_sync::{LockOptions, Owner};
+use tokio::time::timeout;
+
+/// The scripts of the read-write lock, with the Redisson name each header must cite.
+const EXPECTED: [(&str, &str); 7] = [
+    ("force_unlock.lua", "forceUnlockAsync"),
+    ("read_acquire.lua", "RedissonReadLock.tryLockInnerAsync"),
+    ("read_is_locked.lua", "RedissonReadLock.isLocked"),
+    ("read_unlock.lua", "RedissonReadLock.unlockInnerAsync"),
+    ("renew_read.lua", "ReadLockTask"),
+    ("write_acquire.lua", "RedissonWriteLock.tryLockInnerAsync"),
+    ("write_unlock.lua", "RedissonWriteLock.unlockInnerAsync"),
+];
+
+fn lua_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("lua/rwlock")
+}
+
+/// Every `*.lua` under `lua/rwlock/`, sorted by file name, with its text.
+fn scripts() -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = std::fs::read_dir(lua_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "lua"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn script(file: &str) -> String {
+    std::fs::read_to_string(lua_dir().join(file)).unwrap()
+}
+
+/// `EVAL <text> <keys> <args>` with the reply undecoded.
+async fn eval(raw: &mut MultiplexedConnection, text: &str, keys: &[&str], args: &[&str]) -> Value {
+    redis::cmd("EVAL")
+        .arg(text)
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args)
+        .query_async(raw)
+        .await
+        .unwrap()
+}
+
+async fn script_flush(raw: &mut MultiplexedConnection) {
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(raw)
+        .await
+        .unwrap();
+}
+
+#[test]
+fn the_rwlock_scripts_are_all_there() {
+    let names: Vec<String> = scripts().into_iter().map(|(n, _)| n).collect();
+    let expected: Vec<&str> = EXPECTED.iter().map(|(f, _)| *f).collect();
+    assert_eq!(names, expected, "files under lua/rwlock/");
+}
+
+#[test]
+fn every_script_starts_with_a_header_naming_keys_argv_reply_and_redisson() {
+    for (file, text) in scripts() {
+        let header: Vec<&str> = text.lines().take_while(|l| l.starts_with("--")).collect();
+        assert!(header.len() >= 4, "{file}: expected a comment header");
+        let header = header.join("\n");
+        assert!(
+            header.starts_with(&format!("-- rwlock/{file}")),
+            "{file}: header must start with its own path: {header}"
+        );
+        for word in ["KEYS[", "Reply", "Redisson", "REDISSON_LAYOUT.md §5"] {
+            assert!(header.contains(word), "{file}: header lacks {word:?}");
+        }
+        let redisson = EXPECTED.iter().find(|(f, _)| *f == file).unwrap().1;
+        assert!(
+            header.contains(redisson),
+            "{file}: header must cite Redisson's {redisson}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| !l.starts_with("--") && l.contains("redis.")),
+            "{file}: no redis calls"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_script_loads_and_its_sha_is_the_evalsha_hash() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    for (file, text) in scripts() {
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(&text)
+            .query_async(&mut raw)
+            .await
+            .unwrap_or_else(|e| panic!("{file}: SCRIPT LOAD failed: {e}"));
+        assert_eq!(sha, redis::Script::new(&text).get_hash(), "{file}");
+    }
+}
+
+/// §5.8, 4.4+: only the given reader's markers and the hash are renewed; 0 for a reader gone,
+/// a missing key and a key of another type, without failing the batch.
+#[tokio::test]
+async fn renew_read_extends_the_callers_markers_and_the_hash_only() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let (acquire, renew) = (script("read_acquire.lua"), script("renew_read.lua"));
+    let name = unique_name("scripts-renew-read");
+    let missing = unique_name("scripts-renew-missing");
+    let string = unique_name("scripts-renew-string");
+    let prefix = |f: &str| format!("{{{name}}}:{f}:rwlock_timeout");
+    let (a, b) = ("uuid-a:1", "uuid-b:2");
+    for (f, lease) in [(a, "1000"), (a, "1000"), (b, "1000")] {
+        let reply = eval(
+            &mut raw,
+            &acquire,
+            &[&name, &prefix(f)],
+            &[lease, f, &format!("{f}:write")],
+        )
+        .await;
+        assert_eq!(reply, Value::Nil);
+    }
+    let () = raw.set(&string, "not a lock").await.unwrap();
+
+    let reply = eval(
+        &mut raw,
+        &renew,
+        &[&name, &missing, &string, &name],
+        &[
+            "30000",
+            a,
+            &prefix(a),
+            a,
+            &prefix(a),
+            a,
+            &prefix(a),
+            "uuid-c:3",
+            &prefix("uuid-c:3"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        reply,
+        Value::Array(vec![
+            Value::Int(1),
+            Value::Int(0),
+            Value::Int(0),
+            Value::Int(0)
+        ]),
+        "held, missing key, another type, a reader not in the hash"
+    );
+    for k in [1, 2] {
+        let t = pttl(&mut raw, &format!("{}:{k}", prefix(a))).await;
+        assert!((29_000..=30_000).contains(&t), "a's marker {k}: {t}");
+    }
+    assert!((29_000..=30_000).contains(&pttl(&mut raw, &name).await));
+    let t = pttl(&mut raw, &format!("{}:1", prefix(b))).await;
+    assert!(t > 0 && t <= 1_000, "b's marker is not ours to renew: {t}");
+    assert!(!exists(&mut raw, &missing).await);
+    assert_eq!(pttl(&mut raw, &string).await, -1);
+}
+
+/// The refused upgrade: "upgrade", and the hash, its TTL and the markers are untouched; a
+/// writer holding read re-enters as usual.
+#[tokio::test]
+async fn write_acquire_replies_upgrade_for_a_reader_and_changes_nothing() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let (read, write) = (script("read_acquire.lua"), script("write_acquire.lua"));
+    let name = unique_name("scripts-upgrade");
+    let a = "uuid-a:1";
+    let aw = "uuid-a:1:write";
+    let prefix = format!("{{{name}}}:{a}:rwlock_timeout");
+    eval(&mut raw, &read, &[&name, &prefix], &["5000", a, aw]).await;
+    let before = hash(&mut raw, &name).await;
+    let reply = eval(&mut raw, &write, &[&name], &["30000", aw, a]).await;
+    assert_eq!(reply, Value::BulkString(b"upgrade".to_vec()));
+    assert_eq!(hash(&mut raw, &name).await, before);
+    assert!(pttl(&mut raw, &name).await <= 5_000);
+    // Another owner gets the PTTL.
+    match eval(
+        &mut raw,
+        &write,
+        &[&name],
+        &["30000", "uuid-b:2:write", "uuid-b:2"],
+    )
+    .await
+    {
+        Value::Int(t) => assert!(t > 0 && t <= 5_000, "{t}"),
+        other => panic!("{other:?}"),
+    }
+    let () = raw.del(&name).await.unwrap();
+    // A writer that holds read too re-enters.
+    assert_eq!(
+        eval(&mut raw, &write, &[&name], &["5000", aw, a]).await,
+        Value::Nil
+    );
+    assert_eq!(
+        eval(&mut raw, &read, &[&name, &prefix], &["5000", a, aw]).await,
+        Value::Nil
+    );
+    assert_eq!(
+        eval(&mut raw, &write, &[&name], &["5000", aw, a]).await,
+        Value::Nil
+    );
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![
+            ("mode".to_owned(), "write".to_owned()),
+            (a.to_owned(), "1".to_owned()),
+            (aw.to_owned(), "2".to_owned()),
+        ]
+    );
+}
+
+/// After `SCRIPT FLUSH` every read-write operation still works (NOSCRIPT fallback), the
+/// read watchdog's renewal included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rwlock_operation_survives_script_flush() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = client_with_watchdog(&server, Duration::from_millis(900));
+    let name = unique_name("scripts-rw-flush");
+    let rw = client.rw_lock(&name);
+    let me = LockOptions::new().owner(Owner::new(1));
+    let reader = field(&client, Owner::new(1));
+
+    script_flush(&mut raw).await;
+    let r = rw.read_lock().lock_with_options(&me).await.unwrap();
+    script_flush(&mut raw).await;
+    assert!(rw.read_lock().is_locked().await.unwrap());
+    // The read renewal after a flush: stretch the TTL; the renewal puts it back to 900 ms.
+    script_flush(&mut raw).await;
+    let () = raw.pexpire(&name, 60_000).await.unwrap();
+    timeout(Duration::from_secs(5), async {
+        while pttl(&mut raw, &name).await > 900 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("renewed after SCRIPT FLUSH");
+    script_flush(&mut raw).await;
+    r.unlock().await.unwrap();
+    assert!(!exists(&mut raw, &name).await);
+
+    script_flush(&mut raw).await;
+    let w = rw.write_lock().lock_with_options(&me).await.unwrap();
+    script_flush(&mut raw).await;
+    let err = rw
+        .write_lock()
+        .try_lock_with_options(Duration::ZERO, &LockOptions::new().owner(Owner::new(2)))
+        .await
+        .unwrap();
+    assert!(err.is_none());
+    script_flush(&mut raw).await;
+    w.unlock().await.unwrap();
+    let _r = rw.read_lock().lock_with_options(&me).await.unwrap();
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        vec![
+            (reader, "1".to_owned()),
+            ("mode".to_owned(), "read".to_owned())
+        ]
+    );
+    script_flush(&mut raw).await;
+    assert!(rw.read_lock().force_unlock().await.unwrap());
+    script_flush(&mut raw).await;
+    assert!(!rw.write_lock().force_unlock().await.unwrap());
+    client.shutdown().await;
+}
