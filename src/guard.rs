@@ -160,7 +160,8 @@ impl Drop for Held {
     }
 }
 
-/// A held lock of any kind (such as a [`Lock`](crate::Lock)): one hold of one owner.
+/// A held lock of any kind ([`Lock`](crate::Lock), [`FairLock`](crate::FairLock), either half
+/// of an [`RwLock`](crate::RwLock)): one hold of one owner.
 ///
 /// Like tokio's `OwnedMutexGuard`, the guard owns what it needs (`'static`, `Send + Sync`): it
 /// can be moved to another task and released there. It does not lock anything in-process.
