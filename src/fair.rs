@@ -166,10 +166,6 @@ impl LockKind for Fair {
         "FairLock"
     }
 
-    fn field(&self, client_id: &str, owner: u64) -> String {
-        naming::holder_field(client_id, owner)
-    }
-
     fn acquire<'a>(
         &'a self,
         hold: &'a Release,

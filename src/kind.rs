@@ -14,6 +14,7 @@ use crate::client::Client;
 use crate::detach::BoxFuture;
 use crate::error::{Error, Result};
 use crate::guard::Release;
+use crate::naming;
 
 /// Reply of one acquire script call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,8 +46,11 @@ pub(crate) trait LockKind: fmt::Debug + Send + Sync + 'static {
     /// The public type's name, for `Debug` output (`"Lock"`, `"FairLock"`, ...).
     fn label(&self) -> &'static str;
 
-    /// The hash field of `owner` of the client `client_id`.
-    fn field(&self, client_id: &str, owner: u64) -> String;
+    /// The hash field of `owner` of the client `client_id`: `<client id>:<owner id>` unless the
+    /// kind marks its fields (the write lock's `:write`).
+    fn field(&self, client_id: &str, owner: u64) -> String {
+        naming::holder_field(client_id, owner)
+    }
 
     /// Runs the acquire script once for `hold`, waiting up to `limit` for the reply (see
     /// [`acquire_script`]). `wait` is the caller's whole wait: `Some(ZERO)` for a single

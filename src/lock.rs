@@ -72,10 +72,6 @@ impl LockKind for Reentrant {
         "Lock"
     }
 
-    fn field(&self, client_id: &str, owner: u64) -> String {
-        naming::holder_field(client_id, owner)
-    }
-
     fn acquire<'a>(
         &'a self,
         hold: &'a Release,

@@ -198,10 +198,6 @@ impl LockKind for Read {
         "ReadLock"
     }
 
-    fn field(&self, client_id: &str, owner: u64) -> String {
-        naming::holder_field(client_id, owner)
-    }
-
     fn acquire<'a>(
         &'a self,
         hold: &'a Release,
