@@ -8,7 +8,9 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{RedisServer, exists, field, hash, ms, pttl, unique_name};
+use common::{
+    RedisServer, exists, fair_client, field, hash, ms, pttl, queue_key, timeouts_key, unique_name,
+};
 use futures_util::StreamExt;
 use rand::{Rng, SeedableRng};
 use redis::AsyncCommands;
@@ -18,26 +20,6 @@ use tokio::task::JoinHandle;
 
 /// Upper bound of every poll loop here.
 const POLL_LIMIT: Duration = Duration::from_secs(5);
-
-/// A client with this fair-lock slot (`fair_wait_timeout`) and re-check interval, a 30 s
-/// watchdog.
-fn fair_client(server: &RedisServer, slot: Duration, recheck: Duration) -> Client {
-    Client::builder()
-        .url(server.url())
-        .watchdog_timeout(Duration::from_secs(30))
-        .recheck_interval(recheck)
-        .fair_wait_timeout(slot)
-        .build()
-        .unwrap()
-}
-
-fn queue_key(name: &str) -> String {
-    format!("redisson_lock_queue:{{{name}}}")
-}
-
-fn timeouts_key(name: &str) -> String {
-    format!("redisson_lock_timeout:{{{name}}}")
-}
 
 fn now_ms() -> i64 {
     SystemTime::now()

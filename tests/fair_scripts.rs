@@ -8,7 +8,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{RedisServer, exists, hash, pttl, unique_name};
+use common::{RedisServer, channel, exists, hash, pttl, queue_key, timeouts_key, unique_name};
 use futures_util::{Stream, StreamExt};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Msg, Value};
@@ -66,9 +66,9 @@ impl Keys {
     fn new(prefix: &str) -> Self {
         let name = unique_name(prefix);
         Self {
-            queue: format!("redisson_lock_queue:{{{name}}}"),
-            timeouts: format!("redisson_lock_timeout:{{{name}}}"),
-            channel: format!("redisson_lock__channel:{{{name}}}"),
+            queue: queue_key(&name),
+            timeouts: timeouts_key(&name),
+            channel: channel(&name),
             name,
         }
     }
