@@ -13,11 +13,13 @@
 //! field and key and channel names ([`field`], [`channel`], [`queue_key`],
 //! [`timeouts_key`]), raw-connection queries for assertions ([`hash`],
 //! [`exists`], [`pttl`], [`dbsize`], [`command_stats`], [`numsub`],
-//! [`wait_numsub`]).
+//! [`wait_numsub`]) and, in [`lua`], what the Lua script tests share.
 
 // Not every test file uses every helper; the items are `pub` for use by the
 // including test crate only.
 #![allow(dead_code, unreachable_pub)]
+
+pub mod lua;
 
 use std::fs::{self, File};
 use std::io::{ErrorKind, Read, Write};
