@@ -32,6 +32,23 @@ async fn queue(raw: &mut MultiplexedConnection, name: &str) -> Vec<String> {
     raw.lrange(queue_key(name), 0, -1).await.unwrap()
 }
 
+/// Queues `head` by hand, as a Java waiter would be queued, with a deadline a minute away.
+async fn queue_by_hand(raw: &mut MultiplexedConnection, name: &str, head: &str) {
+    let () = raw.rpush(queue_key(name), head).await.unwrap();
+    let () = raw
+        .zadd(timeouts_key(name), head, now_ms() + 60_000)
+        .await
+        .unwrap();
+}
+
+/// Deletes the queue and the deadlines.
+async fn delete_queue(raw: &mut MultiplexedConnection, name: &str) {
+    let () = raw
+        .del(&[queue_key(name), timeouts_key(name)])
+        .await
+        .unwrap();
+}
+
 /// The deadlines in queue order.
 async fn deadlines(raw: &mut MultiplexedConnection, name: &str) -> Vec<i64> {
     let mut v = Vec::new();
@@ -340,11 +357,7 @@ async fn try_lock_never_enqueues() {
     // Free, but a (hand-made, Java-like) waiter is the head with a live deadline: not our
     // turn, and still not queued.
     let head = "6f1c2d3e-4a5b-4c6d-8e7f-0123456789ab:1";
-    let () = raw.rpush(queue_key(&name), head).await.unwrap();
-    let () = raw
-        .zadd(timeouts_key(&name), head, now_ms() + 60_000)
-        .await
-        .unwrap();
+    queue_by_hand(&mut raw, &name, head).await;
     assert!(
         lock.try_lock_with_options(Duration::ZERO, &as_owner(o3))
             .await
@@ -353,10 +366,7 @@ async fn try_lock_never_enqueues() {
     );
     assert_eq!(queue(&mut raw, &name).await, [head]);
     assert!(!exists(&mut raw, &name).await);
-    let () = raw
-        .del(&[queue_key(&name), timeouts_key(&name)])
-        .await
-        .unwrap();
+    delete_queue(&mut raw, &name).await;
 
     // A holder's explicit lease runs out: any caller then acquires (Redisson's
     // testLockAcquiredBooleanTimeoutDrift).
@@ -503,11 +513,7 @@ async fn unlock_of_a_lost_hold_is_not_held_and_wakes_the_head() {
         .lock_with_options(&LockOptions::new().lease(ms(200)))
         .await
         .unwrap();
-    let () = raw.rpush(queue_key(&name), head).await.unwrap();
-    let () = raw
-        .zadd(timeouts_key(&name), head, now_ms() + 60_000)
-        .await
-        .unwrap();
+    queue_by_hand(&mut raw, &name, head).await;
     tokio::time::sleep(ms(300)).await;
     match g.unlock().await {
         Err(Error::NotHeld { name: n, holder }) => {
@@ -526,10 +532,7 @@ async fn unlock_of_a_lost_hold_is_not_held_and_wakes_the_head() {
         [head],
         "the queue is left as it was"
     );
-    let () = raw
-        .del(&[queue_key(&name), timeouts_key(&name)])
-        .await
-        .unwrap();
+    delete_queue(&mut raw, &name).await;
 
     // Force-unlocked under an explicit lease (no watchdog to notice): NotHeld.
     let g = lock
