@@ -743,6 +743,23 @@ fn reentrancy(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
     ))
 }
 
+/// `who` answers that `owner` holds none of the lock `name`: `is_held` false, `hold_count` 0.
+/// `case` ends the error message.
+fn holds_nothing(who: &Agent, name: &str, owner: u64, case: &str) -> Result<(), String> {
+    ensure!(
+        !is_held(who, "lock", name, owner)?,
+        "{}: is_held {case}",
+        who.label
+    );
+    ensure_eq!(
+        hold_count(who, "lock", name, owner)?,
+        0,
+        "{}: hold_count {case}",
+        who.label
+    );
+    Ok(())
+}
+
 /// `hold_count`, `is_held`, `remaining_ttl` (and `is_locked`) give the same answers from both
 /// agents, about a lock held by `holder`'s side: watchdog lease, explicit lease, no expiry,
 /// no key.
@@ -783,17 +800,7 @@ fn queries_agree(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String>
         a.label
     );
     // The same owner number on the other agent is another client's thread.
-    ensure!(
-        !is_held(b, "lock", &name, owner)?,
-        "{}: is_held by its own owner {owner}",
-        b.label
-    );
-    ensure_eq!(
-        hold_count(b, "lock", &name, owner)?,
-        0,
-        "{}: hold_count of its own owner",
-        b.label
-    );
+    holds_nothing(b, &name, owner, &format!("of its own owner {owner}"))?;
     unlock(a, "lock", &name, owner)?;
     unlock(a, "lock", &name, owner)?;
 
@@ -810,17 +817,7 @@ fn queries_agree(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String>
             "{}: is_locked without key",
             who.label
         );
-        ensure!(
-            !is_held(who, "lock", &name, owner)?,
-            "{}: is_held without key",
-            who.label
-        );
-        ensure_eq!(
-            hold_count(who, "lock", &name, owner)?,
-            0,
-            "{}: hold_count without key",
-            who.label
-        );
+        holds_nothing(who, &name, owner, "without key")?;
     }
 
     // An explicit 20 s lease.
@@ -850,17 +847,7 @@ fn queries_agree(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String>
             "{}: is_locked on a foreign hold",
             who.label
         );
-        ensure!(
-            !is_held(who, "lock", &name, owner)?,
-            "{}: is_held on a foreign hold",
-            who.label
-        );
-        ensure_eq!(
-            hold_count(who, "lock", &name, owner)?,
-            0,
-            "{}: hold_count, foreign",
-            who.label
-        );
+        holds_nothing(who, &name, owner, "on a foreign hold")?;
     }
     query::<i64>(&mut con, redis::cmd("DEL").arg(&name))?;
     Ok(format!(
