@@ -11,7 +11,9 @@
 //! Java service using Redisson's `getReadWriteLock("example:device:7")` would take part in the
 //! same lock.
 
-use std::process::{Child, Command, Stdio};
+#[path = "support/mod.rs"]
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use redisson_sync::Client;
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+type Result<T> = std::result::Result<T, support::Error>;
 
 const DEVICE: &str = "example:device:7";
 /// Two services polling the device, each with this many reader tasks.
@@ -29,13 +31,7 @@ const CHANGES: u64 = 5;
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let (url, _server) = match std::env::var("REDIS_URL") {
-        Ok(url) => (url, None),
-        Err(_) => {
-            let server = ThrowawayRedis::start()?;
-            (server.url(), Some(server))
-        }
-    };
+    let (url, _server) = support::redis()?;
     println!("Redis: {url}");
     let status = format!("{DEVICE}:status");
     let mut raw = redis::Client::open(url.as_str())?
@@ -129,44 +125,4 @@ async fn main() -> Result<()> {
         client.shutdown().await;
     }
     Ok(())
-}
-
-/// A `redis-server` child process on a free port, killed on drop.
-struct ThrowawayRedis {
-    child: Child,
-    port: u16,
-}
-
-impl ThrowawayRedis {
-    fn start() -> Result<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start redis-server ({e}); run scripts/ensure-redis"))?;
-        let server = Self { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err("redis-server did not start".into());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(server)
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for ThrowawayRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

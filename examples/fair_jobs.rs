@@ -6,7 +6,9 @@
 //! Uses the Redis at `REDIS_URL` when set; otherwise starts a throwaway `redis-server` on a free
 //! port of 127.0.0.1 (no persistence) and stops it at the end.
 
-use std::process::{Child, Command, Stdio};
+#[path = "support/mod.rs"]
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -14,7 +16,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use redisson_sync::Client;
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+type Result<T> = std::result::Result<T, support::Error>;
 
 const LOCK: &str = "fair_jobs:lock";
 const JOBS: &str = "fair_jobs:pending";
@@ -23,13 +25,7 @@ const JOB_COUNT: usize = 16;
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let (url, _server) = match std::env::var("REDIS_URL") {
-        Ok(url) => (url, None),
-        Err(_) => {
-            let server = ThrowawayRedis::start()?;
-            (server.url(), Some(server))
-        }
-    };
+    let (url, _server) = support::redis()?;
     println!("Redis: {url}\n");
     let mut raw = redis::Client::open(url.as_str())?
         .get_multiplexed_async_connection()
@@ -98,44 +94,4 @@ async fn main() -> Result<()> {
     assert_eq!(all.len(), JOB_COUNT, "every job taken exactly once");
     client.shutdown().await;
     Ok(())
-}
-
-/// A `redis-server` on a free port of 127.0.0.1, killed when dropped.
-struct ThrowawayRedis {
-    child: Child,
-    port: u16,
-}
-
-impl ThrowawayRedis {
-    fn start() -> Result<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start redis-server ({e}); run scripts/ensure-redis"))?;
-        let server = Self { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err("redis-server did not start".into());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(server)
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for ThrowawayRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

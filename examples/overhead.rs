@@ -5,7 +5,9 @@
 //! `cargo run --release --example overhead` (needs `REDIS_URL`, or starts a throwaway
 //! `redis-server` like the tour does).
 
-use std::process::{Child, Command, Stdio};
+#[path = "support/mod.rs"]
+mod support;
+
 use std::time::{Duration, Instant};
 
 use redisson_sync::Client;
@@ -14,32 +16,8 @@ const PAIRS: usize = 2_000;
 const ROUNDS: usize = 5;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (url, _server) = match std::env::var("REDIS_URL") {
-        Ok(url) => (url, None),
-        Err(_) => {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port();
-            let child = Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .stdout(Stdio::null())
-                .spawn()?;
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            (format!("redis://127.0.0.1:{port}"), Some(Kill(child)))
-        }
-    };
+async fn main() -> Result<(), support::Error> {
+    let (url, _server) = support::redis()?;
     let client = Client::open(&url)?;
     let mut raw = redis::Client::open(url.as_str())?
         .get_multiplexed_async_connection()
@@ -105,13 +83,4 @@ fn median(v: &mut [Duration]) -> f64 {
 fn median_f(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
-}
-
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

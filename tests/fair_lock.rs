@@ -8,7 +8,9 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{RedisServer, exists, field, hash, ms, pttl, unique_name};
+use common::{
+    RedisServer, exists, fair_client, field, hash, ms, pttl, queue_key, timeouts_key, unique_name,
+};
 use futures_util::StreamExt;
 use rand::{Rng, SeedableRng};
 use redis::AsyncCommands;
@@ -19,26 +21,6 @@ use tokio::task::JoinHandle;
 /// Upper bound of every poll loop here.
 const POLL_LIMIT: Duration = Duration::from_secs(5);
 
-/// A client with this fair-lock slot (`fair_wait_timeout`) and re-check interval, a 30 s
-/// watchdog.
-fn fair_client(server: &RedisServer, slot: Duration, recheck: Duration) -> Client {
-    Client::builder()
-        .url(server.url())
-        .watchdog_timeout(Duration::from_secs(30))
-        .recheck_interval(recheck)
-        .fair_wait_timeout(slot)
-        .build()
-        .unwrap()
-}
-
-fn queue_key(name: &str) -> String {
-    format!("redisson_lock_queue:{{{name}}}")
-}
-
-fn timeouts_key(name: &str) -> String {
-    format!("redisson_lock_timeout:{{{name}}}")
-}
-
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -48,6 +30,23 @@ fn now_ms() -> i64 {
 
 async fn queue(raw: &mut MultiplexedConnection, name: &str) -> Vec<String> {
     raw.lrange(queue_key(name), 0, -1).await.unwrap()
+}
+
+/// Queues `head` by hand, as a Java waiter would be queued, with a deadline a minute away.
+async fn queue_by_hand(raw: &mut MultiplexedConnection, name: &str, head: &str) {
+    let () = raw.rpush(queue_key(name), head).await.unwrap();
+    let () = raw
+        .zadd(timeouts_key(name), head, now_ms() + 60_000)
+        .await
+        .unwrap();
+}
+
+/// Deletes the queue and the deadlines.
+async fn delete_queue(raw: &mut MultiplexedConnection, name: &str) {
+    let () = raw
+        .del(&[queue_key(name), timeouts_key(name)])
+        .await
+        .unwrap();
 }
 
 /// The deadlines in queue order.
@@ -358,11 +357,7 @@ async fn try_lock_never_enqueues() {
     // Free, but a (hand-made, Java-like) waiter is the head with a live deadline: not our
     // turn, and still not queued.
     let head = "6f1c2d3e-4a5b-4c6d-8e7f-0123456789ab:1";
-    let () = raw.rpush(queue_key(&name), head).await.unwrap();
-    let () = raw
-        .zadd(timeouts_key(&name), head, now_ms() + 60_000)
-        .await
-        .unwrap();
+    queue_by_hand(&mut raw, &name, head).await;
     assert!(
         lock.try_lock_with_options(Duration::ZERO, &as_owner(o3))
             .await
@@ -371,10 +366,7 @@ async fn try_lock_never_enqueues() {
     );
     assert_eq!(queue(&mut raw, &name).await, [head]);
     assert!(!exists(&mut raw, &name).await);
-    let () = raw
-        .del(&[queue_key(&name), timeouts_key(&name)])
-        .await
-        .unwrap();
+    delete_queue(&mut raw, &name).await;
 
     // A holder's explicit lease runs out: any caller then acquires (Redisson's
     // testLockAcquiredBooleanTimeoutDrift).
@@ -521,11 +513,7 @@ async fn unlock_of_a_lost_hold_is_not_held_and_wakes_the_head() {
         .lock_with_options(&LockOptions::new().lease(ms(200)))
         .await
         .unwrap();
-    let () = raw.rpush(queue_key(&name), head).await.unwrap();
-    let () = raw
-        .zadd(timeouts_key(&name), head, now_ms() + 60_000)
-        .await
-        .unwrap();
+    queue_by_hand(&mut raw, &name, head).await;
     tokio::time::sleep(ms(300)).await;
     match g.unlock().await {
         Err(Error::NotHeld { name: n, holder }) => {
@@ -544,10 +532,7 @@ async fn unlock_of_a_lost_hold_is_not_held_and_wakes_the_head() {
         [head],
         "the queue is left as it was"
     );
-    let () = raw
-        .del(&[queue_key(&name), timeouts_key(&name)])
-        .await
-        .unwrap();
+    delete_queue(&mut raw, &name).await;
 
     // Force-unlocked under an explicit lease (no watchdog to notice): NotHeld.
     let g = lock

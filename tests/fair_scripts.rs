@@ -5,10 +5,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{RedisServer, exists, hash, pttl, unique_name};
+use common::lua::{self, eval};
+use common::{RedisServer, channel, exists, hash, pttl, queue_key, timeouts_key, unique_name};
 use futures_util::{Stream, StreamExt};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Msg, Value};
@@ -66,9 +66,9 @@ impl Keys {
     fn new(prefix: &str) -> Self {
         let name = unique_name(prefix);
         Self {
-            queue: format!("redisson_lock_queue:{{{name}}}"),
-            timeouts: format!("redisson_lock_timeout:{{{name}}}"),
-            channel: format!("redisson_lock__channel:{{{name}}}"),
+            queue: queue_key(&name),
+            timeouts: timeouts_key(&name),
+            channel: channel(&name),
             name,
         }
     }
@@ -76,22 +76,6 @@ impl Keys {
     fn waiter_channel(&self, field: &str) -> String {
         format!("{}:{field}", self.channel)
     }
-}
-
-async fn eval(
-    raw: &mut MultiplexedConnection,
-    text: &str,
-    keys: &[&str],
-    args: &[String],
-) -> Value {
-    redis::cmd("EVAL")
-        .arg(text)
-        .arg(keys.len())
-        .arg(keys)
-        .arg(args)
-        .query_async(raw)
-        .await
-        .unwrap()
 }
 
 async fn acquire(raw: &mut MultiplexedConnection, k: &Keys, now: i64, field: &str) -> Value {
@@ -195,50 +179,20 @@ async fn drain(messages: &mut (impl Stream<Item = Msg> + Unpin)) -> Vec<(String,
     seen
 }
 
-fn lua_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("lua/fair")
-}
-
 #[test]
 fn every_fair_script_has_a_header_naming_keys_argv_reply_and_redisson() {
-    let mut files: Vec<String> = std::fs::read_dir(lua_dir())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".lua"))
-        .collect();
-    files.sort();
-    let expected: Vec<&str> = EXPECTED.iter().map(|(f, _)| *f).collect();
-    assert_eq!(files, expected, "files under lua/fair/");
-    for (file, redisson) in EXPECTED {
-        let text = std::fs::read_to_string(lua_dir().join(file)).unwrap();
-        let header = text
-            .lines()
-            .take_while(|l| l.starts_with("--"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        assert!(
-            header.starts_with(&format!("-- fair/{file}")),
-            "{file}: {header}"
-        );
-        for word in [
+    lua::assert_files("fair", &EXPECTED);
+    lua::assert_headers(
+        "fair",
+        &EXPECTED,
+        &[
             "KEYS[",
             "ARGV[",
             "Reply",
             "Redisson",
             "REDISSON_LAYOUT.md §4.",
-            redisson,
-        ] {
-            assert!(
-                header.contains(word),
-                "{file}: header lacks {word:?}:\n{header}"
-            );
-        }
-        assert!(
-            text.lines()
-                .any(|l| !l.starts_with("--") && l.contains("redis.call")),
-            "{file}: no redis calls"
-        );
-    }
+        ],
+    );
     // The purge is a prefix: it never returns, so the script after it runs.
     assert!(!PURGE.lines().any(|l| l.trim_start().starts_with("return")));
 }
@@ -254,13 +208,7 @@ async fn every_fair_script_loads_and_its_sha_is_the_evalsha_hash() {
         ("force_unlock", FORCE_UNLOCK),
         ("acquire_failed", ACQUIRE_FAILED),
     ] {
-        let sha: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(text)
-            .query_async(&mut raw)
-            .await
-            .unwrap_or_else(|e| panic!("{what}: SCRIPT LOAD failed: {e}"));
-        assert_eq!(sha, redis::Script::new(text).get_hash(), "{what}");
+        lua::script_load(&mut raw, what, text).await;
     }
 }
 

@@ -8,7 +8,10 @@ mod common;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{RedisServer, command_stats, exists, field, ms, numsub, unique_name, wait_numsub};
+use common::{
+    RedisServer, channel, command_stats, exists, fair_client, field, ms, numsub, queue_key,
+    timeouts_key, unique_name, wait_numsub,
+};
 use futures_util::{Stream, StreamExt};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Msg};
@@ -17,30 +20,8 @@ use tokio::task::JoinHandle;
 
 const POLL_LIMIT: Duration = Duration::from_secs(5);
 
-fn fair_client(server: &RedisServer, slot: Duration, recheck: Duration) -> Client {
-    Client::builder()
-        .url(server.url())
-        .watchdog_timeout(Duration::from_secs(30))
-        .recheck_interval(recheck)
-        .fair_wait_timeout(slot)
-        .build()
-        .unwrap()
-}
-
-fn queue_key(name: &str) -> String {
-    format!("redisson_lock_queue:{{{name}}}")
-}
-
-fn timeouts_key(name: &str) -> String {
-    format!("redisson_lock_timeout:{{{name}}}")
-}
-
-fn bare_channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
 fn waiter_channel(name: &str, field: &str) -> String {
-    format!("{}:{field}", bare_channel(name))
+    format!("{}:{field}", channel(name))
 }
 
 fn now_ms() -> i64 {
@@ -122,7 +103,7 @@ async fn unlock_wakes_only_the_head_on_its_own_channel() {
     let (o1, o2, o3) = (Owner::new(1), Owner::new(2), Owner::new(3));
     let (f2, f3) = (field(&w, o2), field(&w, o3));
     let channels = [
-        bare_channel(&name),
+        channel(&name),
         waiter_channel(&name, &f2),
         waiter_channel(&name, &f3),
     ];

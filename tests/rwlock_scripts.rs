@@ -5,11 +5,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+use common::lua::{self, eval, script_flush};
 use common::{RedisServer, client_with_watchdog, exists, field, hash, pttl, unique_name};
-use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Value};
 use redisson_sync::{LockOptions, Owner};
 use tokio::time::timeout;
@@ -25,94 +24,31 @@ const EXPECTED: [(&str, &str); 7] = [
     ("write_unlock.lua", "RedissonWriteLock.unlockInnerAsync"),
 ];
 
-fn lua_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("lua/rwlock")
-}
-
-/// Every `*.lua` under `lua/rwlock/`, sorted by file name, with its text.
-fn scripts() -> Vec<(String, String)> {
-    let mut files: Vec<(String, String)> = std::fs::read_dir(lua_dir())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "lua"))
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read_to_string(&p).unwrap())
-        })
-        .collect();
-    files.sort();
-    files
-}
-
+/// The text of `lua/rwlock/<file>`.
 fn script(file: &str) -> String {
-    std::fs::read_to_string(lua_dir().join(file)).unwrap()
-}
-
-/// `EVAL <text> <keys> <args>` with the reply undecoded.
-async fn eval(raw: &mut MultiplexedConnection, text: &str, keys: &[&str], args: &[&str]) -> Value {
-    redis::cmd("EVAL")
-        .arg(text)
-        .arg(keys.len())
-        .arg(keys)
-        .arg(args)
-        .query_async(raw)
-        .await
-        .unwrap()
-}
-
-async fn script_flush(raw: &mut MultiplexedConnection) {
-    let () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query_async(raw)
-        .await
-        .unwrap();
+    lua::script("rwlock", file)
 }
 
 #[test]
 fn the_rwlock_scripts_are_all_there() {
-    let names: Vec<String> = scripts().into_iter().map(|(n, _)| n).collect();
-    let expected: Vec<&str> = EXPECTED.iter().map(|(f, _)| *f).collect();
-    assert_eq!(names, expected, "files under lua/rwlock/");
+    lua::assert_files("rwlock", &EXPECTED);
 }
 
 #[test]
 fn every_script_starts_with_a_header_naming_keys_argv_reply_and_redisson() {
-    for (file, text) in scripts() {
-        let header: Vec<&str> = text.lines().take_while(|l| l.starts_with("--")).collect();
-        assert!(header.len() >= 4, "{file}: expected a comment header");
-        let header = header.join("\n");
-        assert!(
-            header.starts_with(&format!("-- rwlock/{file}")),
-            "{file}: header must start with its own path: {header}"
-        );
-        for word in ["KEYS[", "Reply", "Redisson", "REDISSON_LAYOUT.md §5"] {
-            assert!(header.contains(word), "{file}: header lacks {word:?}");
-        }
-        let redisson = EXPECTED.iter().find(|(f, _)| *f == file).unwrap().1;
-        assert!(
-            header.contains(redisson),
-            "{file}: header must cite Redisson's {redisson}"
-        );
-        assert!(
-            text.lines()
-                .any(|l| !l.starts_with("--") && l.contains("redis.")),
-            "{file}: no redis calls"
-        );
-    }
+    lua::assert_headers(
+        "rwlock",
+        &EXPECTED,
+        &["KEYS[", "Reply", "Redisson", "REDISSON_LAYOUT.md §5"],
+    );
 }
 
 #[tokio::test]
 async fn every_script_loads_and_its_sha_is_the_evalsha_hash() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    for (file, text) in scripts() {
-        let sha: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(&text)
-            .query_async(&mut raw)
-            .await
-            .unwrap_or_else(|e| panic!("{file}: SCRIPT LOAD failed: {e}"));
-        assert_eq!(sha, redis::Script::new(&text).get_hash(), "{file}");
+    for (file, text) in lua::scripts("rwlock") {
+        lua::script_load(&mut raw, &file, &text).await;
     }
 }
 

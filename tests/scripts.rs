@@ -5,12 +5,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+use common::lua::{self, eval, script_exists, script_flush};
 use common::{RedisServer, channel, client_with_watchdog, exists, field, hash, pttl, unique_name};
 use futures_util::{Stream, StreamExt};
-use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Msg, Value};
 use redisson_sync::{LockOptions, Owner};
 use tokio::time::timeout;
@@ -23,57 +22,9 @@ const EXPECTED: [(&str, &str); 4] = [
     ("renew.lua", "LockRenewalScheduler"),
 ];
 
-fn lua_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("lua/lock")
-}
-
-/// Every `*.lua` under `lua/lock/`, sorted by file name, with its text.
-fn scripts() -> Vec<(String, String)> {
-    let mut files: Vec<(String, String)> = std::fs::read_dir(lua_dir())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "lua"))
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read_to_string(&p).unwrap())
-        })
-        .collect();
-    files.sort();
-    files
-}
-
+/// The text of `lua/lock/<file>`.
 fn script(file: &str) -> String {
-    std::fs::read_to_string(lua_dir().join(file)).unwrap()
-}
-
-/// `EVAL <text> <keys> <args>` with the reply undecoded.
-async fn eval(raw: &mut MultiplexedConnection, text: &str, keys: &[&str], args: &[&str]) -> Value {
-    redis::cmd("EVAL")
-        .arg(text)
-        .arg(keys.len())
-        .arg(keys)
-        .arg(args)
-        .query_async(raw)
-        .await
-        .unwrap()
-}
-
-async fn script_flush(raw: &mut MultiplexedConnection) {
-    let () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query_async(raw)
-        .await
-        .unwrap();
-}
-
-async fn script_exists(raw: &mut MultiplexedConnection, sha: &str) -> bool {
-    let v: Vec<bool> = redis::cmd("SCRIPT")
-        .arg("EXISTS")
-        .arg(sha)
-        .query_async(raw)
-        .await
-        .unwrap();
-    v == [true]
+    lua::script("lock", file)
 }
 
 /// The messages of a raw subscription to `chan`.
@@ -103,66 +54,21 @@ async fn assert_no_message(messages: &mut (impl Stream<Item = Msg> + Unpin), why
 
 #[test]
 fn the_lock_scripts_are_all_there() {
-    let names: Vec<String> = scripts().into_iter().map(|(n, _)| n).collect();
-    let mut expected: Vec<&str> = EXPECTED.iter().map(|(f, _)| *f).collect();
-    expected.sort_unstable();
-    assert_eq!(names, expected, "files under lua/lock/");
+    lua::assert_files("lock", &EXPECTED);
 }
 
 #[test]
 fn every_script_starts_with_a_header_naming_keys_argv_reply_and_redisson() {
-    for (file, text) in scripts() {
-        let header: Vec<&str> = text.lines().take_while(|l| l.starts_with("--")).collect();
-        assert!(
-            header.len() >= 4,
-            "{file}: expected a comment header, got {header:?}"
-        );
-        let header = header.join("\n");
-        assert!(
-            header.starts_with(&format!("-- lock/{file}")),
-            "{file}: header must start with its own path: {header}"
-        );
-        for word in ["KEYS[", "ARGV[", "Reply", "Redisson"] {
-            assert!(
-                header.contains(word),
-                "{file}: header lacks {word:?}:\n{header}"
-            );
-        }
-        let redisson = EXPECTED
-            .iter()
-            .find(|(f, _)| *f == file)
-            .map(|(_, r)| *r)
-            .unwrap();
-        assert!(
-            header.contains(redisson),
-            "{file}: header must cite Redisson's {redisson}:\n{header}"
-        );
-        // The body is not empty.
-        assert!(
-            text.lines()
-                .any(|l| !l.starts_with("--") && l.contains("redis.")),
-            "{file}: no redis calls"
-        );
-    }
+    lua::assert_headers("lock", &EXPECTED, &["KEYS[", "ARGV[", "Reply", "Redisson"]);
 }
 
 #[tokio::test]
 async fn every_script_loads_and_its_sha_is_the_evalsha_hash() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    for (file, text) in scripts() {
-        let sha: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(&text)
-            .query_async(&mut raw)
-            .await
-            .unwrap_or_else(|e| panic!("{file}: SCRIPT LOAD failed: {e}"));
+    for (file, text) in lua::scripts("lock") {
+        let sha = lua::script_load(&mut raw, &file, &text).await;
         assert_eq!(sha.len(), 40, "{file}: {sha}");
-        assert_eq!(
-            sha,
-            redis::Script::new(&text).get_hash(),
-            "{file}: the sha redis-rs sends with EVALSHA must be the one Redis computes"
-        );
         assert!(script_exists(&mut raw, &sha).await, "{file}");
     }
 }

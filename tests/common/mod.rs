@@ -9,14 +9,17 @@
 //! loudly if it is missing.
 //!
 //! Also the helpers several test files share: client builders ([`client`],
-//! [`client_with_watchdog`], [`client_with`]), the lock's hash field and
-//! channel names ([`field`], [`channel`]) and raw-connection queries for
-//! assertions ([`hash`], [`exists`], [`pttl`], [`dbsize`], [`command_stats`],
-//! [`numsub`], [`wait_numsub`]).
+//! [`client_with_watchdog`], [`client_with`], [`fair_client`]), the lock's hash
+//! field and key and channel names ([`field`], [`channel`], [`queue_key`],
+//! [`timeouts_key`]), raw-connection queries for assertions ([`hash`],
+//! [`exists`], [`pttl`], [`dbsize`], [`command_stats`], [`numsub`],
+//! [`wait_numsub`]) and, in [`lua`], what the Lua script tests share.
 
 // Not every test file uses every helper; the items are `pub` for use by the
 // including test crate only.
 #![allow(dead_code, unreachable_pub)]
+
+pub mod lua;
 
 use std::fs::{self, File};
 use std::io::{ErrorKind, Read, Write};
@@ -78,6 +81,18 @@ pub fn client_with(server: &RedisServer, watchdog: Duration, recheck: Duration) 
         .unwrap()
 }
 
+/// A client of `server` with this fair-lock slot (`fair_wait_timeout`) and re-check interval,
+/// a 30 s watchdog.
+pub fn fair_client(server: &RedisServer, slot: Duration, recheck: Duration) -> Client {
+    Client::builder()
+        .url(server.url())
+        .watchdog_timeout(Duration::from_secs(30))
+        .recheck_interval(recheck)
+        .fair_wait_timeout(slot)
+        .build()
+        .unwrap()
+}
+
 /// The lock hash field of `owner` through `client`: `<client id>:<owner id>`.
 pub fn field(client: &Client, owner: Owner) -> String {
     format!("{}:{}", client.id(), owner.id())
@@ -86,6 +101,17 @@ pub fn field(client: &Client, owner: Owner) -> String {
 /// The unlock channel of the lock `name` (a name without `{`): `redisson_lock__channel:{name}`.
 pub fn channel(name: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}")
+}
+
+/// The waiter queue of the fair lock `name` (a name without `{`): `redisson_lock_queue:{name}`.
+pub fn queue_key(name: &str) -> String {
+    format!("redisson_lock_queue:{{{name}}}")
+}
+
+/// The waiters' deadlines of the fair lock `name` (a name without `{`):
+/// `redisson_lock_timeout:{name}`.
+pub fn timeouts_key(name: &str) -> String {
+    format!("redisson_lock_timeout:{{{name}}}")
 }
 
 /// `HGETALL key` as `(field, value)` pairs, sorted (empty if the key is absent).

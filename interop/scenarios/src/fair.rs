@@ -441,85 +441,27 @@ pub(super) fn fair_stress(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String>
     let rust2 = ctx.start_agent(Impl::Rust, &[])?;
     let agents = [&ctx.java, &ctx.rust, &java2, &rust2];
     let (name, owner, mut con) = (ctx.name("fair-stress"), ctx.owner(), ctx.con()?);
-    let counter = format!("{name}:counter");
     let iterations = ctx.options.iterations;
-
-    let mut pending = Vec::new();
-    for agent in agents {
-        for o in [owner, owner + 1] {
-            let id = agent.send(
-                json!({"op": "stress", "kind": FAIR, "name": name, "owner": o,
-                                       "iterations": iterations, "counter": counter,
-                                       "hold_us": 200, "record": true}),
-            )?;
-            pending.push((agent, o, id));
-        }
-    }
-    let mut intervals = Vec::new();
-    for (agent, o, id) in pending {
-        let reply = agent.wait(id, Duration::from_secs(300))?;
-        ensure!(
-            reply["ok"] == true,
-            "{} owner {o}: stress failed: {reply}",
-            agent.label
-        );
-        ensure_eq!(
-            reply["done"].as_u64(),
-            Some(iterations),
-            "{} owner {o}: done",
-            agent.label
-        );
-        let list = reply["intervals"]
-            .as_array()
-            .ok_or("stress reply without intervals")?;
-        ensure_eq!(
-            list.len() as u64,
-            iterations,
-            "{} owner {o}: intervals",
-            agent.label
-        );
-        for pair in list {
-            let (Some(start), Some(end)) = (pair[0].as_u64(), pair[1].as_u64()) else {
-                return Err(format!("{}: bad interval {pair}", agent.label));
-            };
-            intervals.push((start, end, agent.label.clone(), o));
-        }
-    }
-    let workers = agents.len() as u64 * 2;
-    let value: Option<String> = query(&mut con, redis::cmd("GET").arg(&counter))?;
-    ensure_eq!(
-        value,
-        Some((workers * iterations).to_string()),
-        "counter {counter}"
-    );
-    intervals.sort();
-    for pair in intervals.windows(2) {
-        let (prev, next) = (&pair[0], &pair[1]);
-        ensure!(
-            next.0 > prev.1,
-            "overlap: {} owner {} held {}..{} and {} owner {} from {}",
-            prev.2,
-            prev.3,
-            prev.0,
-            prev.1,
-            next.2,
-            next.3,
-            next.0
-        );
-    }
+    let workers = [owner, owner + 1].map(|owner| StressWorker {
+        kind: FAIR,
+        owner,
+        hold_us: 200,
+    });
+    let run = run_stress(&mut con, &agents, &workers, &name, iterations)?;
     // Fair service: between two turns of one owner, every other owner still working had one.
     let mut max_turns_between = 0;
     let mut last_turn = std::collections::HashMap::new();
-    for (turn, (_, _, label, o)) in intervals.iter().enumerate() {
-        if let Some(prev) = last_turn.insert((label.clone(), *o), turn) {
+    for (turn, section) in run.sections.iter().enumerate() {
+        if let Some(prev) = last_turn.insert((&section.agent, section.owner), turn) {
             max_turns_between = max_turns_between.max(turn - prev - 1);
         }
     }
     expect_free(&mut con, &name)?;
     expect_no_queue(&mut con, &name)?;
     Ok(format!(
-        "{workers} workers x {iterations}: counter {}, no overlap, queue empty after; \
+        "{} workers x {iterations}: counter {}, no overlap, queue empty after; \
          at most {max_turns_between} other turns between two of one owner",
-        workers * iterations
+        agents.len() * workers.len(),
+        run.counter
     ))
 }

@@ -9,7 +9,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Connection;
-use serde_json::json;
 
 use super::*;
 
@@ -373,78 +372,26 @@ pub(super) fn mixed_stress(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String
     let rust2 = ctx.start_agent(Impl::Rust, &[])?;
     let agents = [&ctx.java, &java2, &ctx.rust, &rust2];
     let (name, owner, mut con) = (ctx.name("rw-stress"), ctx.owner(), ctx.con()?);
-    let counter = format!("{name}:counter");
     let iterations = ctx.options.iterations.min(30);
-
-    let mut pending = Vec::new();
-    for agent in agents {
-        for (kind, o, hold_us) in [("write", owner, 200), ("read", owner + 1, 1_000)] {
-            let id = agent.send(
-                json!({"op": "stress", "kind": kind, "name": name, "owner": o,
-                                        "iterations": iterations, "counter": counter,
-                                        "hold_us": hold_us, "record": true}),
-            )?;
-            pending.push((agent, kind, o, id));
-        }
-    }
-    let mut intervals = Vec::new();
-    for (agent, kind, o, id) in pending {
-        let reply = agent.wait(id, Duration::from_secs(300))?;
-        ensure!(
-            reply["ok"] == true,
-            "{} {kind} owner {o}: stress failed: {reply}",
-            agent.label
-        );
-        let list = reply["intervals"]
-            .as_array()
-            .ok_or("stress reply without intervals")?;
-        ensure_eq!(
-            list.len() as u64,
-            iterations,
-            "{} {kind} owner {o}: intervals",
-            agent.label
-        );
-        for pair in list {
-            let (Some(start), Some(end)) = (pair[0].as_u64(), pair[1].as_u64()) else {
-                return Err(format!("{}: bad interval {pair}", agent.label));
-            };
-            ensure!(start <= end, "{}: interval {pair} reversed", agent.label);
-            intervals.push((start, end, kind == "write", agent.label.clone()));
-        }
-    }
-    let writers = agents.len() as u64;
-    let value: Option<String> = query(&mut con, redis::cmd("GET").arg(&counter))?;
-    ensure_eq!(
-        value,
-        Some((writers * iterations).to_string()),
-        "counter {counter}"
-    );
-    intervals.sort();
-    let mut read_overlaps = 0usize;
-    for (i, x) in intervals.iter().enumerate() {
-        for y in &intervals[i + 1..] {
-            if y.0 >= x.1 {
-                break;
-            }
-            ensure!(
-                !x.2 && !y.2,
-                "overlap: {} {} {}..{} and {} {} from {}",
-                x.3,
-                if x.2 { "write" } else { "read" },
-                x.0,
-                x.1,
-                y.3,
-                if y.2 { "write" } else { "read" },
-                y.0
-            );
-            read_overlaps += 1;
-        }
-    }
+    let workers = [
+        StressWorker {
+            kind: "write",
+            owner,
+            hold_us: 200,
+        },
+        StressWorker {
+            kind: "read",
+            owner: owner + 1,
+            hold_us: 1_000,
+        },
+    ];
+    let run = run_stress(&mut con, &agents, &workers, &name, iterations)?;
+    let (writers, read_overlaps) = (agents.len(), run.read_overlaps);
     ensure!(read_overlaps > 0, "no two reads ever overlapped");
     expect_free(&mut con, &name)?;
     Ok(format!(
         "{writers} writers + {writers} readers x {iterations}: counter {}, no write overlaps \
          anything, {read_overlaps} overlapping read pairs",
-        writers * iterations
+        run.counter
     ))
 }

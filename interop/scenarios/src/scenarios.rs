@@ -743,6 +743,23 @@ fn reentrancy(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
     ))
 }
 
+/// `who` answers that `owner` holds none of the lock `name`: `is_held` false, `hold_count` 0.
+/// `case` ends the error message.
+fn holds_nothing(who: &Agent, name: &str, owner: u64, case: &str) -> Result<(), String> {
+    ensure!(
+        !is_held(who, "lock", name, owner)?,
+        "{}: is_held {case}",
+        who.label
+    );
+    ensure_eq!(
+        hold_count(who, "lock", name, owner)?,
+        0,
+        "{}: hold_count {case}",
+        who.label
+    );
+    Ok(())
+}
+
 /// `hold_count`, `is_held`, `remaining_ttl` (and `is_locked`) give the same answers from both
 /// agents, about a lock held by `holder`'s side: watchdog lease, explicit lease, no expiry,
 /// no key.
@@ -783,17 +800,7 @@ fn queries_agree(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String>
         a.label
     );
     // The same owner number on the other agent is another client's thread.
-    ensure!(
-        !is_held(b, "lock", &name, owner)?,
-        "{}: is_held by its own owner {owner}",
-        b.label
-    );
-    ensure_eq!(
-        hold_count(b, "lock", &name, owner)?,
-        0,
-        "{}: hold_count of its own owner",
-        b.label
-    );
+    holds_nothing(b, &name, owner, &format!("of its own owner {owner}"))?;
     unlock(a, "lock", &name, owner)?;
     unlock(a, "lock", &name, owner)?;
 
@@ -810,17 +817,7 @@ fn queries_agree(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String>
             "{}: is_locked without key",
             who.label
         );
-        ensure!(
-            !is_held(who, "lock", &name, owner)?,
-            "{}: is_held without key",
-            who.label
-        );
-        ensure_eq!(
-            hold_count(who, "lock", &name, owner)?,
-            0,
-            "{}: hold_count without key",
-            who.label
-        );
+        holds_nothing(who, &name, owner, "without key")?;
     }
 
     // An explicit 20 s lease.
@@ -850,17 +847,7 @@ fn queries_agree(ctx: &Ctx, holder: Impl, other: Impl) -> Result<String, String>
             "{}: is_locked on a foreign hold",
             who.label
         );
-        ensure!(
-            !is_held(who, "lock", &name, owner)?,
-            "{}: is_held on a foreign hold",
-            who.label
-        );
-        ensure_eq!(
-            hold_count(who, "lock", &name, owner)?,
-            0,
-            "{}: hold_count, foreign",
-            who.label
-        );
+        holds_nothing(who, &name, owner, "on a foreign hold")?;
     }
     query::<i64>(&mut con, redis::cmd("DEL").arg(&name))?;
     Ok(format!(
@@ -1346,39 +1333,72 @@ fn byte_trace(ctx: &Ctx, agent: &Agent) -> Result<Vec<String>, String> {
     Ok(trace)
 }
 
-/// Two Java and two Rust agents, two owners each, `stress` with `record` on one lock and one
-/// counter: the counter is exact and no two recorded intervals overlap.
-fn mixed_stress(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
-    let java2 = ctx.start_agent(Impl::Java, &[])?;
-    let rust2 = ctx.start_agent(Impl::Rust, &[])?;
-    let agents = [&ctx.java, &java2, &ctx.rust, &rust2];
-    let (name, owner, mut con) = (ctx.name("stress"), ctx.owner(), ctx.con()?);
-    let counter = format!("{name}:counter");
-    let iterations = ctx.options.iterations;
+/// One `stress` worker that every agent of [`run_stress`] runs: the lock kind, the owner and
+/// how long each critical section lasts.
+struct StressWorker {
+    kind: &'static str,
+    owner: u64,
+    hold_us: u64,
+}
 
+/// One critical section a `stress` worker recorded: from acquired to releasing, in ns of the
+/// agents' monotonic clock (the same on one machine).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Section {
+    start: u64,
+    end: u64,
+    agent: String,
+    kind: &'static str,
+    owner: u64,
+}
+
+/// What [`run_stress`] checked.
+struct StressRun {
+    /// Every recorded section, by start.
+    sections: Vec<Section>,
+    /// The counter's value: one increment per section of every worker that is not a reader.
+    counter: u64,
+    /// Pairs of read sections that overlapped.
+    read_overlaps: usize,
+}
+
+/// Sends `stress` with `record` for each of `workers` to each of `agents` (in that order), on
+/// the lock `name` of the workers' kinds and the counter `<name>:counter`, `iterations` times
+/// each, all at once; then checks that every worker did `iterations` sections, each ending no
+/// earlier than it starts, that the counter is exactly one increment per section of the
+/// workers that write (every kind but `read`), and that no section overlaps another unless
+/// both are reads (two sections overlap unless one starts after the other ends).
+fn run_stress(
+    con: &mut Connection,
+    agents: &[&Agent],
+    workers: &[StressWorker],
+    name: &str,
+    iterations: u64,
+) -> Result<StressRun, String> {
+    let counter = format!("{name}:counter");
     let mut pending = Vec::new();
-    for agent in agents {
-        for o in [owner, owner + 1] {
-            let id = agent.send(
-                json!({"op": "stress", "kind": "lock", "name": name, "owner": o,
-                                       "iterations": iterations, "counter": counter,
-                                       "hold_us": 200, "record": true}),
-            )?;
-            pending.push((agent, o, id));
+    for &agent in agents {
+        for w in workers {
+            let id = agent.send(json!({"op": "stress", "kind": w.kind, "name": name,
+                                       "owner": w.owner, "iterations": iterations,
+                                       "counter": counter, "hold_us": w.hold_us,
+                                       "record": true}))?;
+            pending.push((agent, w, id));
         }
     }
-    let mut intervals = Vec::new();
-    for (agent, o, id) in pending {
+    let mut sections = Vec::new();
+    for (agent, w, id) in pending {
+        let (kind, o) = (w.kind, w.owner);
         let reply = agent.wait(id, Duration::from_secs(300))?;
         ensure!(
             reply["ok"] == true,
-            "{} owner {o}: stress failed: {reply}",
+            "{} {kind} owner {o}: stress failed: {reply}",
             agent.label
         );
         ensure_eq!(
             reply["done"].as_u64(),
             Some(iterations),
-            "{} owner {o}: done",
+            "{} {kind} owner {o}: done",
             agent.label
         );
         let list = reply["intervals"]
@@ -1387,12 +1407,11 @@ fn mixed_stress(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
         ensure_eq!(
             list.len() as u64,
             iterations,
-            "{} owner {o}: intervals",
+            "{} {kind} owner {o}: intervals",
             agent.label
         );
         for pair in list {
-            let (start, end) = (pair[0].as_u64(), pair[1].as_u64());
-            let (Some(start), Some(end)) = (start, end) else {
+            let (Some(start), Some(end)) = (pair[0].as_u64(), pair[1].as_u64()) else {
                 return Err(format!("{}: bad interval {pair}", agent.label));
             };
             ensure!(
@@ -1400,38 +1419,75 @@ fn mixed_stress(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
                 "{}: interval {pair} ends before it starts",
                 agent.label
             );
-            intervals.push((start, end, agent.label.clone(), o));
+            sections.push(Section {
+                start,
+                end,
+                agent: agent.label.clone(),
+                kind,
+                owner: o,
+            });
         }
     }
-    let workers = agents.len() as u64 * 2;
-    let value: Option<String> = query(&mut con, redis::cmd("GET").arg(&counter))?;
-    ensure_eq!(
-        value,
-        Some((workers * iterations).to_string()),
-        "counter {counter}"
-    );
-    intervals.sort();
-    let mut min_gap = u64::MAX;
-    for pair in intervals.windows(2) {
-        let (prev, next) = (&pair[0], &pair[1]);
-        ensure!(
-            next.0 > prev.1,
-            "overlap: {} owner {} held {}..{} and {} owner {} from {}",
-            prev.2,
-            prev.3,
-            prev.0,
-            prev.1,
-            next.2,
-            next.3,
-            next.0
-        );
-        min_gap = min_gap.min(next.0 - prev.1);
+    let writers = workers.iter().filter(|w| w.kind != "read").count() as u64;
+    let expected = agents.len() as u64 * writers * iterations;
+    let value: Option<String> = query(con, redis::cmd("GET").arg(&counter))?;
+    ensure_eq!(value, Some(expected.to_string()), "counter {counter}");
+    sections.sort();
+    let mut read_overlaps = 0;
+    for (i, x) in sections.iter().enumerate() {
+        // By start: once a section starts after x ends, so do all after it.
+        for y in sections[i + 1..].iter().take_while(|y| y.start <= x.end) {
+            ensure!(
+                x.kind == "read" && y.kind == "read",
+                "overlap: {} {} owner {} held {}..{} and {} {} owner {} from {}",
+                x.agent,
+                x.kind,
+                x.owner,
+                x.start,
+                x.end,
+                y.agent,
+                y.kind,
+                y.owner,
+                y.start
+            );
+            if y.start < x.end {
+                read_overlaps += 1;
+            }
+        }
     }
+    Ok(StressRun {
+        sections,
+        counter: expected,
+        read_overlaps,
+    })
+}
+
+/// Two Java and two Rust agents, two owners each, `stress` with `record` on one lock and one
+/// counter: the counter is exact and no two recorded intervals overlap.
+fn mixed_stress(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
+    let java2 = ctx.start_agent(Impl::Java, &[])?;
+    let rust2 = ctx.start_agent(Impl::Rust, &[])?;
+    let agents = [&ctx.java, &java2, &ctx.rust, &rust2];
+    let (name, owner, mut con) = (ctx.name("stress"), ctx.owner(), ctx.con()?);
+    let iterations = ctx.options.iterations;
+    let workers = [owner, owner + 1].map(|owner| StressWorker {
+        kind: "lock",
+        owner,
+        hold_us: 200,
+    });
+    let run = run_stress(&mut con, &agents, &workers, &name, iterations)?;
+    let min_gap = run
+        .sections
+        .windows(2)
+        .map(|pair| pair[1].start - pair[0].end)
+        .min()
+        .unwrap_or(u64::MAX);
     expect_free(&mut con, &name)?;
     Ok(format!(
-        "{workers} workers x {iterations}: counter {}, {} intervals, none overlap (closest {:.1} µs apart)",
-        workers * iterations,
-        intervals.len(),
+        "{} workers x {iterations}: counter {}, {} intervals, none overlap (closest {:.1} µs apart)",
+        agents.len() * workers.len(),
+        run.counter,
+        run.sections.len(),
         min_gap as f64 / 1e3
     ))
 }
