@@ -7,10 +7,12 @@ use redis::Value;
 
 use crate::client::Client;
 use crate::detach::BoxFuture;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::guard::Release;
 use crate::handle::{Handle, lock_api};
-use crate::kind::{AcquireReply, LockKind, acquire_script, released_reply, run_script, unexpected};
+use crate::kind::{
+    AcquireReply, LockKind, acquire_script, release_reply, released_reply, run_script, unexpected,
+};
 use crate::naming;
 use crate::pubsub::UNLOCK_MESSAGE;
 use crate::scripts;
@@ -202,14 +204,14 @@ impl LockKind for Fair {
                 .arg(hold.client.inner().publish_command);
             // nil: held by another; 0: one hold released, others remain; 1: last hold
             // released; 2: the lock was gone (the head was woken all the same).
-            match run_script(&hold.client, "unlock", &hold.name, &invocation).await? {
-                Value::Nil | Value::Int(2) => Err(Error::NotHeld {
-                    name: hold.name.to_string(),
-                    holder: hold.field.clone(),
-                }),
-                Value::Int(0 | 1) => Ok(()),
-                other => Err(unexpected("fair/unlock.lua", &other)),
-            }
+            let reply = run_script(&hold.client, "unlock", &hold.name, &invocation).await?;
+            // Redisson reports 2 as success; here it is not held, as for `Lock`.
+            let reply = if reply == Value::Int(2) {
+                Value::Nil
+            } else {
+                reply
+            };
+            release_reply("fair/unlock.lua", hold, reply)
         })
     }
 
@@ -253,17 +255,6 @@ impl LockKind for Fair {
                 .arg(client.inner().publish_command);
             let reply = run_script(client, "force_unlock", name, &invocation).await?;
             released_reply("fair/force_unlock.lua", reply)
-        })
-    }
-
-    fn is_locked<'a>(&'a self, client: &'a Client, name: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let reply = client
-                .inner()
-                .connections
-                .query("is_locked", name, redis::cmd("EXISTS").arg(name))
-                .await?;
-            Ok(matches!(reply, Value::Int(n) if n > 0))
         })
     }
 }

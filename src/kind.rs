@@ -93,8 +93,18 @@ pub(crate) trait LockKind: fmt::Debug + Send + Sync + 'static {
     fn force_unlock<'a>(&'a self, client: &'a Client, name: &'a str)
     -> BoxFuture<'a, Result<bool>>;
 
-    /// `true` when this kind of lock is held by anyone.
-    fn is_locked<'a>(&'a self, client: &'a Client, name: &'a str) -> BoxFuture<'a, Result<bool>>;
+    /// `true` when this kind of lock is held by anyone: by default `EXISTS name` (Redisson's
+    /// `isLocked`), which the halves of the read-write lock refine.
+    fn is_locked<'a>(&'a self, client: &'a Client, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let reply = client
+                .inner()
+                .connections
+                .query("is_locked", name, redis::cmd("EXISTS").arg(name))
+                .await?;
+            Ok(matches!(reply, Value::Int(n) if n > 0))
+        })
+    }
 }
 
 /// A lease in whole milliseconds, as the scripts take it.
@@ -126,6 +136,19 @@ fn acquire_reply(script: &'static str, value: Value) -> Result<AcquireReply> {
     match value {
         Value::Nil => Ok(AcquireReply::Acquired),
         Value::Int(ttl) => Ok(AcquireReply::Held(ttl)),
+        other => Err(unexpected(script, &other)),
+    }
+}
+
+/// The reply of an unlock script: nil when `hold`'s holder does not hold the lock
+/// ([`Error::NotHeld`]), 0 (holds remain) or 1 (released) otherwise.
+pub(crate) fn release_reply(script: &'static str, hold: &Release, value: Value) -> Result<()> {
+    match value {
+        Value::Nil => Err(Error::NotHeld {
+            name: hold.name.to_string(),
+            holder: hold.field.clone(),
+        }),
+        Value::Int(0 | 1) => Ok(()),
         other => Err(unexpected(script, &other)),
     }
 }

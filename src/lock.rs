@@ -5,10 +5,12 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::detach::BoxFuture;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::guard::Release;
 use crate::handle::{Handle, lock_api};
-use crate::kind::{AcquireReply, LockKind, acquire_script, released_reply, run_script, unexpected};
+use crate::kind::{
+    AcquireReply, LockKind, acquire_script, release_reply, released_reply, run_script,
+};
 use crate::naming;
 use crate::pubsub::UNLOCK_MESSAGE;
 use crate::scripts;
@@ -99,14 +101,11 @@ impl LockKind for Reentrant {
                 .arg(&hold.field)
                 .arg(hold.client.inner().publish_command);
             // nil: not held; 0: one hold released, others remain; 1: last hold released.
-            match run_script(&hold.client, "unlock", &hold.name, &invocation).await? {
-                redis::Value::Nil => Err(Error::NotHeld {
-                    name: hold.name.to_string(),
-                    holder: hold.field.clone(),
-                }),
-                redis::Value::Int(0 | 1) => Ok(()),
-                other => Err(unexpected("lock/unlock.lua", &other)),
-            }
+            release_reply(
+                "lock/unlock.lua",
+                hold,
+                run_script(&hold.client, "unlock", &hold.name, &invocation).await?,
+            )
         })
     }
 
@@ -128,17 +127,6 @@ impl LockKind for Reentrant {
                 .arg(client.inner().publish_command);
             let reply = run_script(client, "force_unlock", name, &invocation).await?;
             released_reply("lock/force_unlock.lua", reply)
-        })
-    }
-
-    fn is_locked<'a>(&'a self, client: &'a Client, name: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let reply = client
-                .inner()
-                .connections
-                .query("is_locked", name, redis::cmd("EXISTS").arg(name))
-                .await?;
-            Ok(matches!(reply, redis::Value::Int(n) if n > 0))
         })
     }
 }

@@ -12,7 +12,8 @@ use crate::error::{Error, Result};
 use crate::guard::Release;
 use crate::handle::{Handle, lock_api};
 use crate::kind::{
-    AcquireReply, LockKind, Renewal, acquire_script, released_reply, run_script, unexpected,
+    AcquireReply, LockKind, Renewal, acquire_script, release_reply, released_reply, run_script,
+    unexpected,
 };
 use crate::naming;
 use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
@@ -228,14 +229,11 @@ impl LockKind for Read {
                 .arg(&hold.field)
                 .arg(hold.client.inner().publish_command);
             // nil: not held (or no lock at all); 0: released, the lock stays held; 1: freed.
-            match run_script(&hold.client, "unlock", &hold.name, &invocation).await? {
-                Value::Nil => Err(Error::NotHeld {
-                    name: hold.name.to_string(),
-                    holder: hold.field.clone(),
-                }),
-                Value::Int(0 | 1) => Ok(()),
-                other => Err(unexpected("rwlock/read_unlock.lua", &other)),
-            }
+            release_reply(
+                "rwlock/read_unlock.lua",
+                hold,
+                run_script(&hold.client, "unlock", &hold.name, &invocation).await?,
+            )
         })
     }
 
@@ -329,14 +327,11 @@ impl LockKind for Write {
                 .arg(hold.client.inner().publish_command);
             // nil: not held; 0: one write hold released, others remain; 1: the last one
             // released (the lock freed, or left in mode read for this owner's read holds).
-            match run_script(&hold.client, "unlock", &hold.name, &invocation).await? {
-                Value::Nil => Err(Error::NotHeld {
-                    name: hold.name.to_string(),
-                    holder: hold.field.clone(),
-                }),
-                Value::Int(0 | 1) => Ok(()),
-                other => Err(unexpected("rwlock/write_unlock.lua", &other)),
-            }
+            release_reply(
+                "rwlock/write_unlock.lua",
+                hold,
+                run_script(&hold.client, "unlock", &hold.name, &invocation).await?,
+            )
         })
     }
 
