@@ -6,10 +6,11 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::{
-    RedisServer, exists, fair_client, field, hash, ms, pttl, queue_key, timeouts_key, unique_name,
+    RedisServer, exists, fair_client, field, hash, ms, now_ms, pttl, queue, queue_key,
+    timeouts_key, unique_name, wait_llen,
 };
 use futures_util::StreamExt;
 use rand::{Rng, SeedableRng};
@@ -20,17 +21,6 @@ use tokio::task::JoinHandle;
 
 /// Upper bound of every poll loop here.
 const POLL_LIMIT: Duration = Duration::from_secs(5);
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-async fn queue(raw: &mut MultiplexedConnection, name: &str) -> Vec<String> {
-    raw.lrange(queue_key(name), 0, -1).await.unwrap()
-}
 
 /// Queues `head` by hand, as a Java waiter would be queued, with a deadline a minute away.
 async fn queue_by_hand(raw: &mut MultiplexedConnection, name: &str, head: &str) {
@@ -67,22 +57,6 @@ async fn assert_no_queue(raw: &mut MultiplexedConnection, name: &str) {
         queue(raw, name).await
     );
     assert!(!exists(raw, &timeouts_key(name)).await, "deadlines left");
-}
-
-/// Polls (every 2 ms) until the queue has `n` entries; panics after 5 s.
-async fn wait_llen(raw: &mut MultiplexedConnection, name: &str, n: usize) {
-    let start = Instant::now();
-    loop {
-        let len: usize = raw.llen(queue_key(name)).await.unwrap();
-        if len == n {
-            return;
-        }
-        assert!(
-            start.elapsed() < POLL_LIMIT,
-            "queue length stayed {len}, expected {n}"
-        );
-        tokio::time::sleep(ms(2)).await;
-    }
 }
 
 /// Polls until the queue is exactly `want`; panics after 5 s.

@@ -6,11 +6,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::{
-    RedisServer, channel, command_stats, exists, fair_client, field, ms, numsub, queue_key,
-    timeouts_key, unique_name, wait_numsub,
+    RedisServer, channel, command_stats, exists, fair_client, field, ms, now_ms, numsub, queue,
+    queue_key, timeouts_key, unique_name, wait_llen, wait_numsub,
 };
 use futures_util::{Stream, StreamExt};
 use redis::aio::MultiplexedConnection;
@@ -22,32 +22,6 @@ const POLL_LIMIT: Duration = Duration::from_secs(5);
 
 fn waiter_channel(name: &str, field: &str) -> String {
     format!("{}:{field}", channel(name))
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-async fn queue(raw: &mut MultiplexedConnection, name: &str) -> Vec<String> {
-    raw.lrange(queue_key(name), 0, -1).await.unwrap()
-}
-
-async fn wait_llen(raw: &mut MultiplexedConnection, name: &str, n: usize) {
-    let start = Instant::now();
-    loop {
-        let len: usize = raw.llen(queue_key(name)).await.unwrap();
-        if len == n {
-            return;
-        }
-        assert!(
-            start.elapsed() < POLL_LIMIT,
-            "queue length {len}, expected {n}"
-        );
-        tokio::time::sleep(ms(2)).await;
-    }
 }
 
 async fn server_keys(raw: &mut MultiplexedConnection) -> Vec<String> {

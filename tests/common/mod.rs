@@ -114,6 +114,35 @@ pub fn timeouts_key(name: &str) -> String {
     format!("redisson_lock_timeout:{{{name}}}")
 }
 
+/// This host's wall clock in epoch ms, the clock the fair lock's deadlines use.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The fair lock's waiter queue, head first.
+pub async fn queue(raw: &mut MultiplexedConnection, name: &str) -> Vec<String> {
+    raw.lrange(queue_key(name), 0, -1).await.unwrap()
+}
+
+/// Polls (every 2 ms) until the fair lock's queue has `n` entries; panics after 5 s.
+pub async fn wait_llen(raw: &mut MultiplexedConnection, name: &str, n: usize) {
+    let start = Instant::now();
+    loop {
+        let len: usize = raw.llen(queue_key(name)).await.unwrap();
+        if len == n {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "queue length stayed {len}, expected {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 /// `HGETALL key` as `(field, value)` pairs, sorted (empty if the key is absent).
 pub async fn hash(raw: &mut MultiplexedConnection, key: &str) -> Vec<(String, String)> {
     let mut all: Vec<(String, String)> = raw.hgetall(key).await.unwrap();
