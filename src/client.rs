@@ -1,25 +1,17 @@
-//! The client: connections, pub/sub, watchdog and background tasks shared by every lock.
+//! The client facade: the builder, and one factory per primitive. Everything the primitives
+//! share lives in [`Shared`].
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::config::Config;
-use crate::connection::Connections;
-use crate::error::{BuildError, Error, Result};
-use crate::fair::FairLock;
-use crate::lock::Lock;
-use crate::naming;
-use crate::pubsub::PubSub;
-use crate::rwlock::RwLock;
-use crate::watchdog::Watchdog;
+use crate::error::{BuildError, Result};
+use crate::lock::{FairLock, Lock, RwLock};
+use crate::shared::Shared;
+use crate::tasks::Tasks;
 
 /// A connection to Redis and the home of every lock made from it.
 ///
@@ -51,36 +43,12 @@ use crate::watchdog::Watchdog;
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) id: String,
-    pub(crate) config: Config,
-    pub(crate) connections: Arc<Connections>,
-    pub(crate) pubsub: PubSub,
-    pub(crate) watchdog: Watchdog,
-    pub(crate) publish_command: &'static str,
-    tracker: TaskTracker,
-    handle: Handle,
-    shutdown: CancellationToken,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // Stops the pub/sub and watchdog tasks once the last clone is gone.
-        self.shutdown.cancel();
-    }
+    shared: Arc<Shared>,
 }
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client")
-            .field("id", &self.inner.id)
-            .field("config", &self.inner.config)
-            .field("connections", &self.inner.connections)
-            .field("shut_down", &self.is_shut_down())
-            .finish()
+        self.shared.fmt(f)
     }
 }
 
@@ -102,41 +70,41 @@ impl Client {
     /// This client's id: a random v4 UUID in Java's `UUID.toString()` format, the prefix of
     /// every lock hash field it writes.
     pub fn id(&self) -> &str {
-        &self.inner.id
+        &self.shared.id
     }
 
     /// The configuration the client was built with.
     pub fn config(&self) -> &Config {
-        &self.inner.config
+        &self.shared.config
     }
 
     /// A reentrant lock named `name` (the Redis key, used as given; Redisson's
     /// `getLock(name)`). Creating the handle does no I/O.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), name.into())
+        Lock::new(self.shared.clone(), name.into())
     }
 
     /// A fair lock named `name` (the Redis key, used as given; Redisson's
     /// `getFairLock(name)`): waiters are served in arrival order. Creating the handle does no
     /// I/O.
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        FairLock::new(self.clone(), name.into())
+        FairLock::new(self.shared.clone(), name.into())
     }
 
     /// A read-write lock named `name` (the Redis key, used as given; Redisson's
     /// `getReadWriteLock(name)`), with its [`read_lock`](RwLock::read_lock) and
     /// [`write_lock`](RwLock::write_lock) halves. Creating the handle does no I/O.
     pub fn rw_lock(&self, name: impl Into<String>) -> RwLock {
-        RwLock::new(self.clone(), name.into())
+        RwLock::new(self.shared.clone(), name.into())
     }
 
     /// `true` once [`shutdown`](Self::shutdown) was called.
     pub fn is_shut_down(&self) -> bool {
-        self.inner.shutdown.is_cancelled()
+        self.shared.tasks.is_shut_down()
     }
 
-    /// Shuts the client down: new operations fail with [`Error::Shutdown`], waiters return
-    /// [`Error::Shutdown`], the watchdog and pub/sub tasks stop, and every release already
+    /// Shuts the client down: new operations fail with [`Error::Shutdown`](crate::Error::Shutdown), waiters return
+    /// [`Error::Shutdown`](crate::Error::Shutdown), the watchdog and pub/sub tasks stop, and every release already
     /// scheduled (guards dropped before this call) is completed before this returns. Redis calls
     /// still in flight get at most one more command timeout, so a stalled Redis delays this by
     /// about that much.
@@ -149,43 +117,9 @@ impl Client {
     /// Cancel safe: the shutdown has taken effect before the first await; dropping the future
     /// only stops waiting for the scheduled releases, which go on in the background.
     pub async fn shutdown(&self) {
-        self.inner.shutdown.cancel();
-        self.inner.tracker.close();
-        self.inner.tracker.wait().await;
-        self.inner.connections.close();
-    }
-
-    pub(crate) fn inner(&self) -> &Inner {
-        &self.inner
-    }
-
-    pub(crate) fn ensure_open(&self) -> Result<()> {
-        if self.is_shut_down() {
-            Err(Error::Shutdown)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Resolves when the client is shut down.
-    pub(crate) async fn shut_down(&self) {
-        self.inner.shutdown.cancelled().await;
-    }
-
-    /// A token that keeps [`shutdown`](Self::shutdown) waiting (before it closes the
-    /// connections) until it is dropped: for cleanup that must still reach Redis.
-    pub(crate) fn shutdown_waits(&self) -> TaskTrackerToken {
-        self.inner.tracker.token()
-    }
-
-    /// Spawns background work that [`shutdown`](Self::shutdown) waits for, on the client's
-    /// runtime (works from any thread).
-    pub(crate) fn spawn<F>(&self, task: F) -> JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.inner.tracker.spawn_on(task, &self.inner.handle)
+        self.shared.tasks.shut_down();
+        self.shared.tasks.drain().await;
+        self.shared.conn.close();
     }
 }
 
@@ -251,6 +185,12 @@ impl ClientBuilder {
         self
     }
 
+    /// Sets [`Config::ping_interval`].
+    pub fn ping_interval(mut self, interval: Duration) -> Self {
+        self.config.ping_interval = interval;
+        self
+    }
+
     /// Sets [`Config::connect_timeout`].
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect_timeout = timeout;
@@ -278,29 +218,9 @@ impl ClientBuilder {
             Some(h) => h,
             None => Handle::try_current().map_err(|_| BuildError::NoRuntime)?,
         };
-        let connections = Arc::new(Connections::new(&self.config)?);
-        let shutdown = CancellationToken::new();
-        let pubsub = PubSub::start(connections.clone(), &handle, shutdown.clone());
-        let watchdog = Watchdog::start(
-            connections.clone(),
-            self.config.watchdog_timeout,
-            self.config.renew_interval(),
-            self.config.watchdog_batch_size,
-            &handle,
-            shutdown.clone(),
-        );
+        let shared = Shared::new(self.config, Tasks::new(handle))?;
         Ok(Client {
-            inner: Arc::new(Inner {
-                id: naming::client_id(&uuid::Uuid::new_v4()),
-                config: self.config,
-                connections,
-                pubsub,
-                watchdog,
-                publish_command: "PUBLISH",
-                tracker: TaskTracker::new(),
-                handle,
-                shutdown,
-            }),
+            shared: Arc::new(shared),
         })
     }
 }

@@ -70,6 +70,16 @@ pub struct Config {
     /// Default: 3 s.
     #[cfg_attr(feature = "serde", serde(rename = "connect_timeout_ms", with = "ms"))]
     pub connect_timeout: Duration,
+    /// How often the pub/sub connection is pinged while it carries subscriptions (Redisson's
+    /// `pingConnectionInterval`, shorter by default). A connection whose `PING` gets no answer
+    /// within the command timeout is dropped and replaced; its channels are subscribed again
+    /// and every waiter re-checks its lock, since a message may have been lost meanwhile. So a
+    /// silently dead subscription is noticed within about this interval plus the command
+    /// timeout.
+    ///
+    /// Default: 1 s.
+    #[cfg_attr(feature = "serde", serde(rename = "ping_interval_ms", with = "ms"))]
+    pub ping_interval: Duration,
 }
 
 impl Default for Config {
@@ -83,6 +93,7 @@ impl Default for Config {
             fair_wait_timeout: Duration::from_secs(300),
             command_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(3),
+            ping_interval: Duration::from_secs(1),
         }
     }
 }
@@ -142,6 +153,11 @@ impl Config {
                 self.connect_timeout,
                 Duration::from_millis(1),
             ),
+            (
+                "ping_interval",
+                self.ping_interval,
+                Duration::from_millis(1),
+            ),
         ] {
             if value < min {
                 return bad(format!("{field} must be at least {min:?}, got {value:?}"));
@@ -156,6 +172,11 @@ impl Config {
     /// Renewal period of the watchdog: a third of the watchdog timeout, as Redisson schedules.
     pub(crate) fn renew_interval(&self) -> Duration {
         self.watchdog_timeout / 3
+    }
+
+    /// The lease of a hold taken without an explicit one, in milliseconds.
+    pub(crate) fn watchdog_ms(&self) -> u64 {
+        u64::try_from(self.watchdog_timeout.as_millis()).unwrap_or(u64::MAX)
     }
 }
 

@@ -84,6 +84,42 @@ impl Error {
         matches!(self, Self::Shutdown)
     }
 
+    /// The request may have reached Redis but no reply came back (a timeout, a connection that
+    /// broke after the request was handed to it): whether it took effect is unknown.
+    pub(crate) fn outcome_unknown(&self) -> bool {
+        match self {
+            Self::Timeout { .. } => true,
+            Self::Redis(e) => e.is_timeout() || (e.is_io_error() && !e.is_connection_refusal()),
+            _ => false,
+        }
+    }
+
+    /// The connection the request was on dropped (or was already dead).
+    pub(crate) fn connection_dropped(&self) -> bool {
+        matches!(self, Self::Redis(e) if e.is_connection_dropped())
+    }
+
+    /// Worth another try a little later, within a wait: Redis is busy running a script
+    /// (`BUSY`, which proves the script did not run), loading its data (`LOADING`), in a
+    /// cluster or replication transition (`TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN`), or the
+    /// connection dropped, was refused or stalled.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            Self::Timeout { .. } => true,
+            Self::Redis(e) => {
+                e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.is_connection_refusal()
+                    || matches!(
+                        e.code(),
+                        Some("BUSY" | "LOADING" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN")
+                    )
+            }
+            _ => false,
+        }
+    }
+
     /// Maps a Redis error for an operation on `key`, naming the key when it has the wrong type.
     pub(crate) fn from_redis(err: redis::RedisError, key: &str) -> Self {
         // Inside a script Redis 7 reports "WRONGTYPE ..."; older servers wrap it in an ERR.

@@ -5,34 +5,35 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(not(test), deny(clippy::panic, clippy::print_stdout))]
 
-mod acquire;
-mod client;
+// The layers, bottom up (README, "Architecture"): names and settings; the connection seam;
+// the services on top of it (pub/sub, watchdog); the client's shared state and its record of
+// holds; the wait engine; the primitives; the client facade.
 mod config;
-mod connection;
-mod detach;
 mod error;
-mod fair;
-mod guard;
-mod handle;
-mod kind;
-mod lock;
-mod naming;
+mod layout;
+mod options;
 mod owner;
+
+mod conn;
 mod pubsub;
-mod rwlock;
-mod scripts;
+mod tasks;
 mod watchdog;
+
+mod holds;
+mod shared;
+mod wait;
+
+mod lock;
+
+mod client;
 
 pub use client::{Client, ClientBuilder};
 pub use config::Config;
 pub use error::{BuildError, Error, Result};
-pub use fair::FairLock;
-pub use guard::LockGuard;
-pub use handle::{LockOptions, Ttl};
-pub use lock::Lock;
+pub use lock::{AnyLock, FairLock, Lock, LockGuard, ReadLock, RwLock, WriteLock};
+pub use options::{LockOptions, Ttl};
 pub use owner::Owner;
 pub use redis;
-pub use rwlock::{ReadLock, RwLock, WriteLock};
 
 /// This crate's version, e.g. for a health endpoint or a conformance report.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

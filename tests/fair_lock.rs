@@ -1,6 +1,6 @@
 //! The fair lock through its API (`Client::fair_lock`), with the exact Redis state after each
 //! step: the lock API shared with `Lock`, arrival order, the queue deadlines of Redisson's
-//! arithmetic (REDISSON_LAYOUT.md §4.4, scaled down), the non-waiting `try_lock`, and the
+//! arithmetic (docs/LAYOUT.md §4.4, scaled down), the non-waiting `try_lock`, and the
 //! give-up cleanup of waiters that leave (dropped futures, expired waits, shutdown).
 
 mod common;

@@ -1,5 +1,5 @@
 //! The fair lock's Lua scripts on their own (`lua/fair/`), driven by raw EVAL with chosen
-//! clocks: headers, SHAs, and the exact effects and replies of REDISSON_LAYOUT.md §4 — the
+//! clocks: headers, SHAs, and the exact effects and replies of docs/LAYOUT.md §4 — the
 //! purge, the queue arithmetic of §4.4's worked example (scaled down 10x: lease 3 s, slot
 //! 500 ms), the non-waiting form, unlock, force unlock and the give-up cleanup.
 
@@ -185,13 +185,7 @@ fn every_fair_script_has_a_header_naming_keys_argv_reply_and_redisson() {
     lua::assert_headers(
         "fair",
         &EXPECTED,
-        &[
-            "KEYS[",
-            "ARGV[",
-            "Reply",
-            "Redisson",
-            "REDISSON_LAYOUT.md §4.",
-        ],
+        &["KEYS[", "ARGV[", "Reply", "Redisson", "docs/LAYOUT.md §4."],
     );
     // The purge is a prefix: it never returns, so the script after it runs.
     assert!(!PURGE.lines().any(|l| l.trim_start().starts_with("return")));

@@ -1,5 +1,5 @@
 //! Waking fair-lock waiters: an unlock publishes `0` only on the queue head's own channel
-//! (REDISSON_LAYOUT.md §4.7), a force unlock wakes the head, a crashed head stops blocking the
+//! (docs/LAYOUT.md §4.7), a force unlock wakes the head, a crashed head stops blocking the
 //! queue when its slot ends, and a handoff costs a fixed number of Redis commands whatever the
 //! number of waiters (no herd). Re-check intervals are long (10-30 s) so that a prompt
 //! acquisition can only come from a message (or a deadline hint), not from polling.

@@ -173,7 +173,7 @@ async fn hold_counts_go_0_1_0_2_1_0() {
     client.shutdown().await;
 }
 
-/// REDISSON_LAYOUT.md §2.6: a re-entry resets the TTL to its own lease; a partial unlock
+/// docs/LAYOUT.md §2.6: a re-entry resets the TTL to its own lease; a partial unlock
 /// re-applies the releasing hold's lease.
 #[tokio::test]
 async fn ttl_rules_of_reentry_and_partial_unlock() {

@@ -1,7 +1,7 @@
 //! Waking waiters: a blocked waiter acquires on the unlock message (not at lease expiry, not at
 //! its next re-check), survives the loss of its pub/sub connection, shares one subscription with
 //! the other waiters of its client, and follows Redisson's `0` (wake one) / `1` (wake all)
-//! message semantics (REDISSON_LAYOUT.md §1.10).
+//! message semantics (docs/LAYOUT.md §1.10).
 
 mod common;
 

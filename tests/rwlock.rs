@@ -1,4 +1,4 @@
-//! The read-write lock (REDISSON_LAYOUT.md §5): Redisson's own `RedissonReadWriteLockTest`
+//! The read-write lock (docs/LAYOUT.md §5): Redisson's own `RedissonReadWriteLockTest`
 //! behaviours (§10.3) with timings scaled down, the exact Redis layout and channel messages,
 //! the refused upgrade, wake-ups by message, the read watchdog, and a mixed concurrency run.
 

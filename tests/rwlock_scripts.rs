@@ -39,7 +39,7 @@ fn every_script_starts_with_a_header_naming_keys_argv_reply_and_redisson() {
     lua::assert_headers(
         "rwlock",
         &EXPECTED,
-        &["KEYS[", "Reply", "Redisson", "REDISSON_LAYOUT.md §5"],
+        &["KEYS[", "Reply", "Redisson", "docs/LAYOUT.md §5"],
     );
 }
 

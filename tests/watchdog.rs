@@ -122,9 +122,14 @@ async fn explicit_lease_expires_on_time_and_is_never_renewed() {
         sleep(ms(30)).await;
     }
 
-    // Two more renewal periods: explicit leases are never watched, so never reported lost.
-    assert!(timeout(ms(450), guard.lost()).await.is_err());
-    assert!(!guard.is_lost());
+    // Two more renewal periods: explicit leases are never renewed, so the key stays gone, and
+    // the guard reports the hold lost from the end of its lease on (it can no longer vouch
+    // for it: `valid_until` is the acquire's send time plus the 300 ms lease).
+    sleep(ms(450)).await;
+    assert!(!exists(&mut raw, &name).await);
+    assert!(guard.is_lost());
+    assert!(timeout(ms(10), guard.lost()).await.is_ok());
+    assert!(guard.valid_until() <= std::time::Instant::now());
 
     let g2 = other
         .lock(&name)

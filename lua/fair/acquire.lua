@@ -1,15 +1,20 @@
 -- fair/acquire.lua: take or re-enter a fair lock, or join (or stay in) its waiter queue.
 -- Mirrors Redisson RedissonFairLock.tryLockInnerAsync, the waiting form (RedisCommands.EVAL_LONG,
--- used by lock() and tryLock(wait > 0)) (REDISSON_LAYOUT.md §4.4). Runs after fair/purge.lua.
+-- used by lock() and tryLock(wait > 0)) (docs/LAYOUT.md §4.4). Runs after fair/purge.lua.
 --
 -- KEYS[1] = lock name N
 -- KEYS[2] = waiter queue redisson_lock_queue:{N}
 -- KEYS[3] = waiter deadlines redisson_lock_timeout:{N}
+-- KEYS[4] = (optional) this request's fence key, redisson_sync_fence:{N}:<request id>
+--           (docs/LAYOUT.md §12): when it exists the script does nothing (after the purge)
+--           and replies 'fenced'
 -- ARGV[1] = now, the client's wall clock in epoch milliseconds (read by the purge too)
 -- ARGV[2] = lease in milliseconds (explicit lease, or the watchdog timeout)
 -- ARGV[3] = holder field F
 -- ARGV[4] = the waiter's slot in milliseconds (the wait of try_lock_for, else
 --           fair_wait_timeout; Redisson's `wait`)
+-- ARGV[5] = (optional) the hold count of F the client expects (docs/LAYOUT.md §12): when
+--           F's count differs, nothing else is done and the reply is 'held:<count>'
 --
 -- Reply: nil when acquired: the lock was free and F was the queue head (or the queue empty),
 --        so F left the queue and every other deadline moved ARGV[4] earlier; or F re-entered.
@@ -24,6 +29,16 @@
 --        crashed head, whose wake-up message is lost), at least 1; -1 when N has no expiry
 --        and -2 when N does not exist, if the head gives no deadline. Only the reply
 --        differs: Redis is left exactly as Redisson leaves it.
+--        'fenced' or 'held:<count>' as above.
+if KEYS[4] and redis.call('exists', KEYS[4]) == 1 then
+    return 'fenced'
+end
+if ARGV[5] then
+    local held = tonumber(redis.call('hget', KEYS[1], ARGV[3])) or 0
+    if held ~= tonumber(ARGV[5]) then
+        return 'held:' .. held
+    end
+end
 if redis.call('exists', KEYS[1]) == 0
     and (redis.call('exists', KEYS[2]) == 0 or redis.call('lindex', KEYS[2], 0) == ARGV[3]) then
     redis.call('lpop', KEYS[2])

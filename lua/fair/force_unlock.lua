@@ -1,5 +1,5 @@
 -- fair/force_unlock.lua: delete a fair lock whoever holds it, and wake the queue's head.
--- Mirrors Redisson RedissonFairLock.forceUnlockAsync (REDISSON_LAYOUT.md §4.8).
+-- Mirrors Redisson RedissonFairLock.forceUnlockAsync (docs/LAYOUT.md §4.8).
 -- Runs after fair/purge.lua.
 --
 -- KEYS[1] = lock name N

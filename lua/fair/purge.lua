@@ -1,8 +1,8 @@
 -- fair/purge.lua: drop stale waiters from the head of a fair lock's queue.
 -- Mirrors the "remove stale threads" loop that Redisson RedissonFairLock puts at the start of
--- tryLockInnerAsync, unlockInnerAsync and forceUnlockAsync (REDISSON_LAYOUT.md §4.3).
+-- tryLockInnerAsync, unlockInnerAsync and forceUnlockAsync (docs/LAYOUT.md §4.3).
 --
--- Not a script on its own: src/scripts.rs prepends this file to fair/acquire.lua,
+-- Not a script on its own: src/lock/fair.rs prepends this file to fair/acquire.lua,
 -- fair/try_acquire.lua, fair/unlock.lua and fair/force_unlock.lua, which all pass:
 -- KEYS[1] = lock name N (a hash: field = holder, value = hold count)
 -- KEYS[2] = waiter queue redisson_lock_queue:{N} (a list of holder fields, head first)

@@ -1,5 +1,5 @@
 -- lock/force_unlock.lua: delete a lock whoever holds it, and wake a waiter.
--- Mirrors Redisson RedissonLock.forceUnlockAsync (REDISSON_LAYOUT.md §2.4).
+-- Mirrors Redisson RedissonLock.forceUnlockAsync (docs/LAYOUT.md §2.4).
 --
 -- KEYS[1] = lock name N
 -- KEYS[2] = unlock channel redisson_lock__channel:{N}

@@ -1,5 +1,5 @@
 -- lock/renew.lua: the watchdog's batched lease renewal.
--- Mirrors Redisson's LockRenewalScheduler / LockTask script (REDISSON_LAYOUT.md §1.9).
+-- Mirrors Redisson's LockRenewalScheduler / LockTask script (docs/LAYOUT.md §1.9).
 --
 -- KEYS[1..n]  = lock names
 -- ARGV[1]     = lease in milliseconds (the watchdog timeout)

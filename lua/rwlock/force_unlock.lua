@@ -1,6 +1,6 @@
 -- rwlock/force_unlock.lua: delete a read-write lock whoever holds it, if it is in one mode.
 -- Mirrors Redisson RedissonReadLock.forceUnlockAsync (ARGV[1] = "read", ARGV[2] = "0") and
--- RedissonWriteLock.forceUnlockAsync (ARGV[1] = "write", ARGV[2] = "1"), REDISSON_LAYOUT.md §5.6.
+-- RedissonWriteLock.forceUnlockAsync (ARGV[1] = "write", ARGV[2] = "1"), docs/LAYOUT.md §5.6.
 -- Like Redisson, it leaves the readers' rwlock_timeout markers to expire.
 --
 -- KEYS[1] = lock name N

@@ -1,5 +1,5 @@
 -- rwlock/read_is_locked.lua: is the read half of a read-write lock held?
--- Mirrors Redisson RedissonReadLock.isLocked (REDISSON_LAYOUT.md §5.7, the 3.24+ form).
+-- Mirrors Redisson RedissonReadLock.isLocked (docs/LAYOUT.md §5.7, the 3.24+ form).
 --
 -- KEYS[1] = lock name N
 --

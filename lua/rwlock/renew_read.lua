@@ -1,5 +1,5 @@
 -- rwlock/renew_read.lua: the watchdog's batched lease renewal of read holds.
--- Mirrors Redisson's ReadLockTask, 4.4.0+ semantics (REDISSON_LAYOUT.md §5.8): a client renews
+-- Mirrors Redisson's ReadLockTask, 4.4.0+ semantics (docs/LAYOUT.md §5.8): a client renews
 -- only its own readers' timeout markers, and the hash.
 --
 -- KEYS[1..n]      = read-write lock names N

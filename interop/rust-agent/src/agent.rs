@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 use crate::bench;
 use crate::counter::Counter;
 use crate::holds::Holds;
-use crate::locks::AnyLock;
+use redisson_sync::AnyLock;
+
+use crate::locks::any_lock;
 use crate::protocol::{Code, Failure, Kind, Op, Reply, Request, Response, Stress, now_ns};
 
 /// First owner id of the `bench` tasks: far above the owners a driver numbers from 1.
@@ -66,7 +68,10 @@ impl Agent {
                 owner,
                 lease,
             } => {
-                let guard = self.lock(kind, name)?.lock(&options(owner, lease)).await?;
+                let guard = self
+                    .lock(kind, name)?
+                    .lock_with_options(&options(owner, lease))
+                    .await?;
                 self.holds.push(kind, guard);
                 Ok(vec![])
             }
@@ -79,7 +84,7 @@ impl Agent {
             } => {
                 let guard = self
                     .lock(kind, name)?
-                    .try_lock(wait, &options(owner, lease))
+                    .try_lock_with_options(wait, &options(owner, lease))
                     .await?;
                 let acquired = guard.is_some();
                 if let Some(guard) = guard {
@@ -115,7 +120,7 @@ impl Agent {
 
     /// The lock of `kind` named `name`.
     pub fn lock(&self, kind: Kind, name: impl Into<String>) -> Result<AnyLock, Failure> {
-        AnyLock::new(&self.client, kind, name)
+        any_lock(&self.client, kind, name)
     }
 
     /// Releases the newest hold of `owner`. Without a stored hold the answer is `not_held`
@@ -145,7 +150,7 @@ impl Agent {
         let options = options(spec.owner, None);
         let mut intervals = Vec::new();
         for _ in 0..spec.iterations {
-            let guard = lock.lock(&options).await?;
+            let guard = lock.lock_with_options(&options).await?;
             let acquired_ns = now_ns();
             let section = if spec.kind == Kind::Read {
                 self.read(&spec.counter, spec.hold).await

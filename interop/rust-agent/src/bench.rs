@@ -28,7 +28,7 @@ pub async fn run(agent: &Agent, spec: Bench) -> Result<Reply, Failure> {
             let mut latencies = Vec::new();
             for _ in 0..iterations {
                 let pair = Instant::now();
-                lock.lock(&options).await?.unlock().await?;
+                lock.lock_with_options(&options).await?.unlock().await?;
                 latencies.push(pair.elapsed());
             }
             Ok::<_, redisson_sync::Error>(latencies)

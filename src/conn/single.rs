@@ -1,8 +1,5 @@
-//! The connection layer: where lock commands and pub/sub subscriptions go.
-//!
-//! Everything above this module talks to a [`Connections`] through three calls (run a script,
-//! run a command, open a pub/sub connection), so Redis Cluster and Sentinel can be added here as
-//! further variants without changing the lock code or the public API.
+//! One Redis server: a pool of multiplexed connections for calls, and dedicated connections
+//! for the pub/sub transport.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -10,8 +7,9 @@ use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, RecycleResult};
 use redis::aio::{MultiplexedConnection, PubSub};
-use redis::{AsyncConnectionConfig, Cmd, ScriptInvocation, Value};
+use redis::{AsyncConnectionConfig, Value};
 
+use super::{Body, Call};
 use crate::config::Config;
 use crate::error::{BuildError, Error, Result};
 
@@ -74,25 +72,25 @@ impl managed::Manager for Manager {
 
 type Pool = managed::Pool<Manager>;
 
-/// The client's way to Redis: a single server for now.
-pub(crate) struct Connections {
+/// The connections to one server.
+pub(super) struct Single {
     pool: Pool,
     client: redis::Client,
     command_timeout: Duration,
     connect_timeout: Duration,
 }
 
-impl std::fmt::Debug for Connections {
+impl std::fmt::Debug for Single {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connections")
+        f.debug_struct("Single")
             .field("server", &self.client.get_connection_info().addr())
             .field("pool", &self.pool.status())
             .finish()
     }
 }
 
-impl Connections {
-    pub(crate) fn new(config: &Config) -> Result<Self, BuildError> {
+impl Single {
+    pub(super) fn new(config: &Config) -> Result<Self, BuildError> {
         let client = redis::Client::open(config.url.as_str()).map_err(BuildError::Url)?;
         let conn_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
@@ -118,58 +116,11 @@ impl Connections {
         })
     }
 
-    /// Runs a script (EVALSHA, with SCRIPT LOAD and a retry on NOSCRIPT) on the server holding
-    /// `key`, waiting at most `command_timeout` for the reply. Errors on `key` of the wrong type
-    /// name it.
-    pub(crate) async fn script(
-        &self,
-        op: &'static str,
-        key: &str,
-        invocation: &ScriptInvocation<'_>,
-    ) -> Result<Value> {
-        self.script_with_limit(op, key, invocation, self.command_timeout)
-            .await
-    }
-
-    /// As [`script`](Self::script), waiting up to `limit` for the reply. For scripts whose
-    /// outcome must be known even when Redis is slow (an acquire whose grant would otherwise be
-    /// lost): a script already sent runs when Redis gets to it, reply awaited or not.
-    pub(crate) async fn script_with_limit(
-        &self,
-        op: &'static str,
-        key: &str,
-        invocation: &ScriptInvocation<'_>,
-        limit: Duration,
-    ) -> Result<Value> {
-        self.with_conn(op, key, limit, async |conn| {
-            invocation.invoke_async(conn).await
-        })
-        .await
-    }
-
-    /// Runs one read-only command on the server holding `key`. Being read-only, it is retried
-    /// once on a fresh connection when its connection turns out to be dropped (for example by a
-    /// server restart while it sat in the pool).
-    pub(crate) async fn query(&self, op: &'static str, key: &str, cmd: &Cmd) -> Result<Value> {
-        let run = async || {
-            self.with_conn(op, key, self.command_timeout, async |conn| {
-                cmd.query_async(conn).await
-            })
-            .await
-        };
-        match run().await {
-            Err(Error::Redis(e)) if e.is_connection_dropped() => run().await,
-            other => other,
-        }
-    }
-
-    async fn with_conn(
-        &self,
-        op: &'static str,
-        key: &str,
-        limit: Duration,
-        f: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<Value>,
-    ) -> Result<Value> {
+    /// Sends one call and waits up to `limit` for its reply (taking a connection included).
+    /// Scripts go as EVALSHA, loaded and sent again on NOSCRIPT. An error on a key of the wrong
+    /// type names the key.
+    pub(super) async fn run(&self, call: &Call<'_>, limit: Duration) -> Result<Value> {
+        let op = call.op;
         let timeout = || Error::Timeout {
             operation: op,
             after: limit,
@@ -191,7 +142,14 @@ impl Connections {
             if limit != self.command_timeout {
                 conn.set_response_timeout(limit);
             }
-            match f(&mut conn).await {
+            if let Some(sent) = call.sent {
+                sent.store(true, Ordering::Release);
+            }
+            let reply = match call.body {
+                Body::Script(invocation) => invocation.invoke_async(&mut conn).await,
+                Body::Command(cmd) => cmd.query_async(&mut conn).await,
+            };
+            match reply {
                 Ok(v) => Ok(v),
                 Err(e) => {
                     if e.is_unrecoverable_error() || e.is_io_error() || e.is_timeout() {
@@ -210,7 +168,7 @@ impl Connections {
                     if e.is_timeout() {
                         Err(timeout())
                     } else {
-                        Err(Error::from_redis(e, key))
+                        Err(Error::from_redis(e, call.key))
                     }
                 }
             }
@@ -222,7 +180,7 @@ impl Connections {
     }
 
     /// Opens a dedicated pub/sub connection.
-    pub(crate) async fn pubsub(&self) -> Result<PubSub> {
+    pub(super) async fn subscriber(&self) -> Result<PubSub> {
         match tokio::time::timeout(
             self.connect_timeout + self.command_timeout,
             self.client.get_async_pubsub(),
@@ -237,12 +195,7 @@ impl Connections {
         }
     }
 
-    /// The time limit of one command.
-    pub(crate) fn command_timeout(&self) -> Duration {
-        self.command_timeout
-    }
-
-    pub(crate) fn close(&self) {
+    pub(super) fn close(&self) {
         self.pool.close();
     }
 }

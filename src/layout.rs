@@ -1,7 +1,10 @@
-//! Redisson-compatible names: keys, channels and holder fields.
+//! Every Redisson name the crate writes: keys, channels, holder fields.
 //!
-//! Every key and channel name this crate sends to Redis is built here, so the wire format of
-//! `REDISSON_LAYOUT.md` §1.2 and §1.3 lives in one place.
+//! Every key and channel name this crate sends to Redis is built here, from the rules of
+//! `docs/LAYOUT.md` §1.2 (hash tags) and §1.3 (identities), so a primitive's names sit beside
+//! each other and follow one rule. The layout itself (which keys each primitive writes, what its
+//! scripts do, which messages it publishes) is specified in `docs/LAYOUT.md`; each script under
+//! `lua/` names the Redisson method it mirrors.
 
 use std::fmt::Write as _;
 
@@ -81,6 +84,15 @@ pub(crate) fn rwlock_key_prefix(name: &str) -> String {
     }
 }
 
+/// The prefix of this crate's per-request fence keys on `name`:
+/// `redisson_sync_fence:{N}:` (`docs/LAYOUT.md` §12). A request `R` whose outcome is unknown is
+/// fenced by writing `<prefix>R`; its script does nothing once that key exists. Same slot as N.
+pub(crate) fn fence_prefix(name: &str) -> String {
+    let mut prefix = prefix_name("redisson_sync_fence", name);
+    prefix.push(':');
+    prefix
+}
+
 /// The lock hash field of one holder: `<client uuid>:<owner id>` (`RedissonBaseLock.getLockName`).
 pub(crate) fn holder_field(client_id: &str, owner_id: u64) -> String {
     let mut field = String::with_capacity(client_id.len() + 21);
@@ -101,7 +113,7 @@ mod tests {
 
     #[test]
     fn prefix_name_matches_redisson_examples() {
-        // REDISSON_LAYOUT.md §1.2, N = myLock
+        // docs/LAYOUT.md §1.2, N = myLock
         assert_eq!(
             prefix_name("redisson_lock__channel", "myLock"),
             "redisson_lock__channel:{myLock}"
@@ -178,6 +190,12 @@ mod tests {
             let cut = &prefix[..prefix.find(&format!(":{f}")).unwrap()];
             assert_eq!(rwlock_key_prefix(name), cut, "{name}");
         }
+    }
+
+    #[test]
+    fn fence_keys_share_the_slot_of_the_name() {
+        assert_eq!(fence_prefix("myLock"), "redisson_sync_fence:{myLock}:");
+        assert_eq!(fence_prefix("{a}:b"), "redisson_sync_fence:{a}:b:");
     }
 
     #[test]

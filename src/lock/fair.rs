@@ -1,21 +1,56 @@
-//! The fair lock, compatible with Redisson's `RFairLock` (REDISSON_LAYOUT.md §4).
+//! The fair lock, compatible with Redisson's `RFairLock` (docs/LAYOUT.md §4): its scripts
+//! (`lua/fair/`, each but the give-up cleanup prefixed with the stale-waiter purge), its queue
+//! and deadline keys, and its per-waiter channels.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::Value;
+use redis::{Script, ScriptInvocation, Value};
 
-use crate::client::Client;
-use crate::detach::BoxFuture;
-use crate::error::Result;
-use crate::guard::Release;
-use crate::handle::{Handle, lock_api};
-use crate::kind::{
-    AcquireReply, LockKind, acquire_script, release_reply, released_reply, run_script, unexpected,
+use super::hold::HoldSpec;
+use super::kind::{
+    AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, acquire_reply,
+    release_reply, released_reply, unexpected,
 };
-use crate::naming;
-use crate::pubsub::UNLOCK_MESSAGE;
-use crate::scripts;
+use super::reentrant::HASH_RENEWAL;
+use super::{LockCore, lock_api};
+use crate::conn::Call;
+use crate::error::Result;
+use crate::layout;
+use crate::pubsub::{UNLOCK_MESSAGE, WakePolicy};
+use crate::shared::Shared;
+use crate::wait::{BoxFuture, Strategy};
+use crate::watchdog::Renewal;
+
+/// A fair-lock script that starts with the stale-waiter purge (`lua/fair/purge.lua`, §4.3),
+/// as every Redisson fair-lock script but `acquireFailed` does.
+macro_rules! purging {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../../lua/fair/purge.lua"),
+                include_str!(concat!("../../lua/fair/", $file))
+            ))
+        })
+    };
+}
+
+/// `purge.lua` + `acquire.lua`: RedissonFairLock.tryLockInnerAsync, waiting form.
+static ACQUIRE: LazyLock<Script> = purging!("acquire.lua");
+
+/// `purge.lua` + `try_acquire.lua`: RedissonFairLock.tryLockInnerAsync, non-waiting form
+/// (never enqueues).
+static TRY_ACQUIRE: LazyLock<Script> = purging!("try_acquire.lua");
+
+/// `purge.lua` + `unlock.lua`: RedissonFairLock.unlockInnerAsync.
+static UNLOCK: LazyLock<Script> = purging!("unlock.lua");
+
+/// `purge.lua` + `force_unlock.lua`: RedissonFairLock.forceUnlockAsync.
+static FORCE_UNLOCK: LazyLock<Script> = purging!("force_unlock.lua");
+
+/// `acquire_failed.lua`: RedissonFairLock.acquireFailedAsync, a waiter leaving the queue.
+static ACQUIRE_FAILED: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/fair/acquire_failed.lua")));
 
 /// Slots and deadlines stay below 2^53 ms, where Lua's doubles still count whole milliseconds.
 const MAX_SLOT_MS: u64 = 1 << 53;
@@ -57,7 +92,9 @@ const MAX_SLOT_MS: u64 = 1 << 53;
 /// after at most one slot. A live waiter dropped that way (the lock was held for longer than
 /// the slots of everyone before it) re-joins at the tail on its next attempt, as in Redisson.
 /// A waiter of this crate that stops waiting (its wait ran out, its future was dropped, its
-/// client shut down, an error) leaves the queue at once.
+/// client shut down, an error) leaves the queue at once; when it was the head and the lock is
+/// free, it wakes the next waiter (Redisson's own cleanup does not, so the next waiter would
+/// sleep until its hint runs out).
 ///
 /// # Clocks
 ///
@@ -100,20 +137,32 @@ const MAX_SLOT_MS: u64 = 1 << 53;
 /// ```
 #[derive(Clone)]
 pub struct FairLock {
-    handle: Handle,
+    pub(super) core: LockCore,
 }
 
-lock_api!(FairLock, "client.fair_lock(\"jobs\")");
+lock_api!(
+    FairLock,
+    make: "client.fair_lock(\"jobs\")",
+    errors: "",
+    cancel: "A waiter that leaves without the lock (its future dropped, its wait over, an \
+        error, a shutdown) also leaves the queue (Redisson's `acquireFailed`), moving the \
+        deadlines behind it up one slot; when it was the head and the lock is free, the next \
+        waiter is woken at once.",
+    force_unlock: "Deletes the lock whoever holds it and wakes the queue's head (Redisson's \
+        `forceUnlock()`); the queue stays.",
+    is_locked: "`true` when anyone holds the lock (Redisson's `isLocked()`: `EXISTS`); waiters \
+        in the queue do not count.",
+);
 
 impl FairLock {
-    pub(crate) fn new(client: Client, name: String) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
         let kind = Fair {
-            channel: naming::lock_channel(&name).into(),
-            queue: naming::fair_queue(&name).into(),
-            timeouts: naming::fair_timeouts(&name).into(),
+            channel: layout::lock_channel(&name).into(),
+            queue: layout::fair_queue(&name).into(),
+            timeouts: layout::fair_timeouts(&name).into(),
         };
         Self {
-            handle: Handle::new(client, Arc::new(kind), name.into()),
+            core: LockCore::new(shared, Arc::new(kind), name.into()),
         }
     }
 }
@@ -138,21 +187,17 @@ fn now_ms() -> u64 {
 
 /// The slot of a waiter whose whole wait is `wait`: the wait in ms when positive, else the
 /// client's `fair_wait_timeout` (Redisson: `waitTime > 0 ? waitTime : fairLockWaitTimeout`).
-fn slot_ms(client: &Client, wait: Option<Duration>) -> u64 {
+fn slot_ms(shared: &Shared, wait: Option<Duration>) -> u64 {
     let slot = match wait {
         Some(wait) if !wait.is_zero() => wait,
-        _ => client.config().fair_wait_timeout,
+        _ => shared.config.fair_wait_timeout,
     };
     u64::try_from(slot.as_millis()).map_or(MAX_SLOT_MS, |ms| ms.min(MAX_SLOT_MS))
 }
 
 impl Fair {
     /// The invocation of a script that starts with the purge: KEYS N, queue, timeouts; ARGV now.
-    fn purging(
-        &self,
-        script: &'static redis::Script,
-        name: &str,
-    ) -> redis::ScriptInvocation<'static> {
+    fn purging(&self, script: &'static Script, name: &str) -> ScriptInvocation<'static> {
         let mut invocation = script.prepare_invoke();
         invocation
             .key(name)
@@ -168,55 +213,62 @@ impl LockKind for Fair {
         "FairLock"
     }
 
-    fn acquire<'a>(
-        &'a self,
-        hold: &'a Release,
-        wait: Option<Duration>,
-        limit: Duration,
-    ) -> BoxFuture<'a, Result<AcquireReply>> {
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
         Box::pin(async move {
-            let slot = slot_ms(&hold.client, wait);
-            if wait == Some(Duration::ZERO) {
-                let mut invocation = self.purging(&scripts::FAIR_TRY_ACQUIRE, &hold.name);
-                invocation.arg(hold.lease_ms).arg(&hold.field).arg(slot);
+            let hold = req.hold;
+            let slot = slot_ms(&hold.shared, req.wait);
+            let single = req.wait == Some(Duration::ZERO);
+            let (script, file) = if single {
+                (&*TRY_ACQUIRE, "fair/try_acquire.lua")
+            } else {
+                (&*ACQUIRE, "fair/acquire.lua")
+            };
+            let mut invocation = self.purging(script, &hold.name);
+            invocation
+                .key(req.fence)
+                .arg(hold.lease_ms)
+                .arg(&*hold.field)
+                .arg(slot)
+                .arg(req.expected);
+            let call = Call::write("acquire", &hold.name, &invocation)
+                .limit(req.limit)
+                .tracked(&req.sent);
+            let reply = acquire_reply(file, hold.shared.conn.call(call).await?)?;
+            Ok(match reply {
                 // 1 is Redisson's "false": not acquired, and no sleep hint.
-                return match acquire_script(hold, "fair/try_acquire.lua", &invocation, limit)
-                    .await?
-                {
-                    AcquireReply::Held(_) => Ok(AcquireReply::Held(-2)),
-                    acquired => Ok(acquired),
-                };
-            }
-            let mut invocation = self.purging(&scripts::FAIR_ACQUIRE, &hold.name);
-            invocation.arg(hold.lease_ms).arg(&hold.field).arg(slot);
-            acquire_script(hold, "fair/acquire.lua", &invocation, limit).await
+                AcquireReply::Held(_) if single => AcquireReply::Held(-2),
+                other => other,
+            })
         })
     }
 
-    fn release<'a>(&'a self, hold: &'a Release) -> BoxFuture<'a, Result<()>> {
+    fn release<'a>(&'a self, req: &'a ReleaseRequest<'a>) -> BoxFuture<'a, Result<ReleaseReply>> {
         Box::pin(async move {
-            let mut invocation = self.purging(&scripts::FAIR_UNLOCK, &hold.name);
+            let hold = req.hold;
+            let mut invocation = self.purging(&UNLOCK, &hold.name);
             invocation
                 .key(&*self.channel)
+                .key(req.fence)
                 .arg(hold.lease_ms)
-                .arg(&hold.field)
+                .arg(&*hold.field)
                 .arg(UNLOCK_MESSAGE)
-                .arg(hold.client.inner().publish_command);
+                .arg(hold.shared.conn.publish_command());
+            let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
             // nil: held by another; 0: one hold released, others remain; 1: last hold
-            // released; 2: the lock was gone (the head was woken all the same).
-            let reply = run_script(&hold.client, "unlock", &hold.name, &invocation).await?;
-            // Redisson reports 2 as success; here it is not held, as for `Lock`.
-            let reply = if reply == Value::Int(2) {
-                Value::Nil
-            } else {
-                reply
-            };
-            release_reply("fair/unlock.lua", hold, reply)
+            // released; 2: the lock was gone (the head was woken all the same), which Redisson
+            // reports as success and this crate as not held, as for `Lock`.
+            match hold.shared.conn.call(call).await? {
+                Value::Int(2) => Ok(ReleaseReply::NotHeld),
+                reply => release_reply("fair/unlock.lua", reply),
+            }
         })
     }
 
-    fn wake_channel(&self, hold: &Release) -> String {
-        naming::fair_waiter_channel(&hold.name, &hold.field)
+    fn strategy(&self, hold: &HoldSpec) -> Strategy {
+        Strategy::PubSub {
+            channel: layout::fair_waiter_channel(&hold.name, &hold.field),
+            policy: WakePolicy::Lock,
+        }
     }
 
     fn queues_waiters(&self) -> bool {
@@ -225,36 +277,45 @@ impl LockKind for Fair {
 
     fn give_up<'a>(
         &'a self,
-        hold: &'a Release,
+        hold: &'a HoldSpec,
         wait: Option<Duration>,
     ) -> Option<BoxFuture<'a, Result<()>>> {
         Some(Box::pin(async move {
-            let mut invocation = scripts::FAIR_ACQUIRE_FAILED.prepare_invoke();
+            let mut invocation = ACQUIRE_FAILED.prepare_invoke();
             invocation
                 .key(&*self.queue)
                 .key(&*self.timeouts)
-                .arg(&hold.field)
-                .arg(slot_ms(&hold.client, wait));
-            match run_script(&hold.client, "give_up", &hold.name, &invocation).await? {
+                .key(&*hold.name)
+                .key(&*self.channel)
+                .arg(&*hold.field)
+                .arg(slot_ms(&hold.shared, wait))
+                .arg(UNLOCK_MESSAGE)
+                .arg(hold.shared.conn.publish_command());
+            let call = Call::write("give_up", &hold.name, &invocation).idempotent();
+            match hold.shared.conn.call(call).await? {
                 Value::Int(0) => Ok(()),
                 other => Err(unexpected("fair/acquire_failed.lua", &other)),
             }
         }))
     }
 
+    fn renewal(&self) -> Arc<dyn Renewal> {
+        HASH_RENEWAL.clone()
+    }
+
     fn force_unlock<'a>(
         &'a self,
-        client: &'a Client,
+        shared: &'a Shared,
         name: &'a str,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let mut invocation = self.purging(&scripts::FAIR_FORCE_UNLOCK, name);
+            let mut invocation = self.purging(&FORCE_UNLOCK, name);
             invocation
                 .key(&*self.channel)
                 .arg(UNLOCK_MESSAGE)
-                .arg(client.inner().publish_command);
-            let reply = run_script(client, "force_unlock", name, &invocation).await?;
-            released_reply("fair/force_unlock.lua", reply)
+                .arg(shared.conn.publish_command());
+            let call = Call::write("force_unlock", name, &invocation).idempotent();
+            released_reply("fair/force_unlock.lua", shared.conn.call(call).await?)
         })
     }
 }

@@ -1,5 +1,16 @@
-//! The lock API every primitive shares: options, TTL replies, the generic [`Handle`] and the
-//! [`lock_api!`] macro that gives each public lock type the same documented methods.
+//! The lock primitives: one [`LockKind`] per primitive, in its own file with its own scripts
+//! and key names ([`reentrant`], [`fair`], [`rwlock`]), and what they share: the hold
+//! bookkeeping ([`hold`]), the guard ([`guard`]), the per-name core every public lock type
+//! wraps ([`LockCore`]), the [`lock_api!`] macro that gives each of them the same documented
+//! methods, and [`AnyLock`].
+
+mod any;
+mod fair;
+mod guard;
+mod hold;
+mod kind;
+mod reentrant;
+mod rwlock;
 
 use std::fmt;
 use std::sync::Arc;
@@ -7,125 +18,100 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::client::Client;
+use crate::conn::Call;
 use crate::error::{Error, Result};
-use crate::guard::LockGuard;
-use crate::kind::{LockKind, unexpected};
+use crate::layout;
+use crate::options::{LockOptions, Ttl};
 use crate::owner::Owner;
+use crate::shared::Shared;
 
-/// Options for one acquisition: an explicit lease and/or an explicit owner.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use redisson_sync::{LockOptions, Owner};
-///
-/// let opts = LockOptions::new().lease(Duration::from_secs(10)).owner(Owner::new(7));
-/// assert_eq!(opts.lease_time(), Some(Duration::from_secs(10)));
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LockOptions {
-    lease: Option<Duration>,
-    owner: Option<Owner>,
-}
+pub use any::AnyLock;
+pub use fair::FairLock;
+pub use guard::LockGuard;
+pub use reentrant::Lock;
+pub use rwlock::{ReadLock, RwLock, WriteLock};
 
-impl LockOptions {
-    /// No lease (the watchdog renews the lock while its guard lives) and the current owner.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// An explicit lease: the lock expires this long after it is granted, and is never renewed
-    /// (Redisson's `lock(leaseTime, unit)`). Must be at least 1 ms.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
-        self
-    }
-
-    /// Acquire for this owner instead of [`Owner::current`] (Redisson's `threadId` overloads).
-    pub fn owner(mut self, owner: Owner) -> Self {
-        self.owner = Some(owner);
-        self
-    }
-
-    /// The explicit lease, if any.
-    pub fn lease_time(&self) -> Option<Duration> {
-        self.lease
-    }
-
-    /// The explicit owner, if any.
-    pub fn explicit_owner(&self) -> Option<Owner> {
-        self.owner
-    }
-}
-
-/// What `PTTL` says about a lock key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ttl {
-    /// The key does not exist (`PTTL` = -2): the lock is free.
-    Absent,
-    /// The key exists without expiry (`PTTL` = -1).
-    Persistent,
-    /// The key expires after this long.
-    Remaining(Duration),
-}
-
-impl Ttl {
-    fn from_pttl(ms: i64) -> Self {
-        match ms {
-            -1 => Self::Persistent,
-            ms if ms < 0 => Self::Absent,
-            ms => Self::Remaining(Duration::from_millis(ms.unsigned_abs())),
-        }
-    }
-
-    /// The value as Redis and Redisson's `remainTimeToLive()` report it: -2, -1 or milliseconds.
-    pub fn as_redis_millis(self) -> i64 {
-        match self {
-            Self::Absent => -2,
-            Self::Persistent => -1,
-            Self::Remaining(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
-        }
-    }
-}
+use hold::{HoldSpec, LockAcquire};
+use kind::{LockKind, lease_millis, unexpected};
 
 /// A lock of some kind on one name: what every public lock type wraps.
 #[derive(Clone)]
-pub(crate) struct Handle {
-    pub(crate) client: Client,
-    pub(crate) kind: Arc<dyn LockKind>,
-    pub(crate) name: Arc<str>,
+pub(crate) struct LockCore {
+    shared: Arc<Shared>,
+    kind: Arc<dyn LockKind>,
+    name: Arc<str>,
+    /// `redisson_sync_fence:{N}:`.
+    fence_prefix: Arc<str>,
 }
 
-impl fmt::Debug for Handle {
+impl fmt::Debug for LockCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct(self.kind.label())
             .field("name", &self.name)
-            .field("client_id", &self.client.id())
+            .field("client_id", &self.shared.id)
             .finish()
     }
 }
 
-impl Handle {
-    pub(crate) fn new(client: Client, kind: Arc<dyn LockKind>, name: Arc<str>) -> Self {
-        Self { client, kind, name }
+impl LockCore {
+    pub(crate) fn new(shared: Arc<Shared>, kind: Arc<dyn LockKind>, name: Arc<str>) -> Self {
+        let fence_prefix = layout::fence_prefix(&name).into();
+        Self {
+            shared,
+            kind,
+            name,
+            fence_prefix,
+        }
     }
 
     pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
-    /// The lease of a hold taken without an explicit one.
-    pub(crate) fn watchdog_ms(&self) -> u64 {
-        u64::try_from(self.client.config().watchdog_timeout.as_millis()).unwrap_or(u64::MAX)
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    fn field(&self, owner: Owner) -> String {
+        self.kind.field(&self.shared.id, owner.id())
+    }
+
+    /// Acquires for the owner and lease of `options`. `wait`: `None` waits for ever,
+    /// `Some(ZERO)` makes one attempt.
+    async fn acquire(
+        &self,
+        wait: Option<Duration>,
+        options: &LockOptions,
+    ) -> Result<Option<LockGuard>> {
+        self.shared.ensure_open()?;
+        let explicit_lease = options.lease_time();
+        let lease_ms = match explicit_lease {
+            Some(lease) => lease_millis(lease)?,
+            None => self.shared.config.watchdog_ms(),
+        };
+        let owner = options.explicit_owner().unwrap_or_else(Owner::current);
+        let spec = HoldSpec {
+            shared: self.shared.clone(),
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            field: self.field(owner).into(),
+            lease_ms,
+            fence_prefix: self.fence_prefix.clone(),
+        };
+        let strategy = self.kind.strategy(&spec);
+        let acquire = Arc::new(LockAcquire {
+            spec,
+            owner,
+            explicit_lease,
+        });
+        let held = crate::wait::acquire(&self.shared, acquire, strategy, wait).await?;
+        Ok(held.map(LockGuard::new))
     }
 
     pub(crate) async fn lock(&self, options: &LockOptions) -> Result<LockGuard> {
-        match crate::acquire::acquire(self, None, options).await? {
+        match self.acquire(None, options).await? {
             Some(guard) => Ok(guard),
-            // Without a deadline the loop only returns a guard or an error.
+            // Without a deadline the engine only returns a guard or an error.
             None => Err(Error::UnexpectedReply {
                 script: "acquire",
                 detail: "gave up without a deadline".into(),
@@ -138,39 +124,30 @@ impl Handle {
         wait: Duration,
         options: &LockOptions,
     ) -> Result<Option<LockGuard>> {
-        crate::acquire::acquire(self, Some(wait), options).await
+        self.acquire(Some(wait), options).await
     }
 
     pub(crate) async fn force_unlock(&self) -> Result<bool> {
-        self.client.ensure_open()?;
-        self.kind.force_unlock(&self.client, &self.name).await
+        self.shared.ensure_open()?;
+        self.kind.force_unlock(&self.shared, &self.name).await
     }
 
     pub(crate) async fn is_locked(&self) -> Result<bool> {
-        self.client.ensure_open()?;
-        self.kind.is_locked(&self.client, &self.name).await
+        self.shared.ensure_open()?;
+        self.kind.is_locked(&self.shared, &self.name).await
     }
 
     pub(crate) async fn is_held_by(&self, owner: Owner) -> Result<bool> {
-        let field = self.kind.field(self.client.id(), owner.id());
-        let v = self
-            .query(
-                "is_held_by",
-                redis::cmd("HEXISTS").arg(&*self.name).arg(&field),
-            )
-            .await?;
+        let mut cmd = redis::cmd("HEXISTS");
+        cmd.arg(&*self.name).arg(self.field(owner));
+        let v = self.query("is_held_by", &cmd).await?;
         Ok(matches!(v, Value::Int(1)))
     }
 
     pub(crate) async fn hold_count(&self, owner: Owner) -> Result<u64> {
-        let field = self.kind.field(self.client.id(), owner.id());
-        let v = self
-            .query(
-                "hold_count",
-                redis::cmd("HGET").arg(&*self.name).arg(&field),
-            )
-            .await?;
-        match v {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(&*self.name).arg(self.field(owner));
+        match self.query("hold_count", &cmd).await? {
             Value::Nil => Ok(0),
             other => redis::from_redis_value::<u64>(other.clone())
                 .map_err(|_| unexpected("HGET", &other)),
@@ -178,35 +155,39 @@ impl Handle {
     }
 
     pub(crate) async fn remaining_ttl(&self) -> Result<Ttl> {
-        match self
-            .query("remaining_ttl", redis::cmd("PTTL").arg(&*self.name))
-            .await?
-        {
+        let mut cmd = redis::cmd("PTTL");
+        cmd.arg(&*self.name);
+        match self.query("remaining_ttl", &cmd).await? {
             Value::Int(ms) => Ok(Ttl::from_pttl(ms)),
             other => Err(unexpected("PTTL", &other)),
         }
     }
 
-    /// A read-only command on the lock's key (retried once on a dropped connection).
-    pub(crate) async fn query(&self, op: &'static str, cmd: &redis::Cmd) -> Result<Value> {
-        self.client.ensure_open()?;
-        self.client
-            .inner()
-            .connections
-            .query(op, &self.name, cmd)
-            .await
+    /// A read-only command on the lock's key.
+    async fn query(&self, op: &'static str, cmd: &redis::Cmd) -> Result<Value> {
+        self.shared.ensure_open()?;
+        self.shared.conn.call(Call::read(op, &self.name, cmd)).await
     }
 }
 
-/// Gives a public lock type (a struct with a `handle: Handle` field) the shared lock API, with
-/// its documentation. `$make` is the expression that makes such a lock in the examples, from a
-/// `client`.
+/// Gives a public lock type (a struct with a `core: LockCore` field) the shared lock API, with
+/// its documentation. `make` is the expression that makes such a lock in the examples, from a
+/// `client`; `errors` and `cancel` add the type's own sentences to the `# Errors` and
+/// `# Cancel safety` sections of its acquire methods; `force_unlock` and `is_locked` are the
+/// first lines of those methods' docs.
 macro_rules! lock_api {
-    ($ty:ident, $make:literal) => {
+    (
+        $ty:ident,
+        make: $make:literal,
+        errors: $errors:literal,
+        cancel: $cancel:literal,
+        force_unlock: $force:literal,
+        is_locked: $locked:literal $(,)?
+    ) => {
         impl $ty {
             /// The lock's name: its Redis key.
             pub fn name(&self) -> &str {
-                self.handle.name()
+                self.core.name()
             }
 
             /// Acquires the lock, waiting as long as it takes; the lease is the watchdog
@@ -217,16 +198,21 @@ macro_rules! lock_api {
             /// [`Error::WrongType`](crate::Error::WrongType) when a key holds another Redis
             /// type; [`Error::Redis`](crate::Error::Redis) or
             /// [`Error::Timeout`](crate::Error::Timeout) when Redis fails or does not answer
-            /// within the command timeout; [`Error::Shutdown`](crate::Error::Shutdown) after
+            /// within the command timeout (while it waits, transient errors such as `BUSY`,
+            /// `LOADING` or a dropped connection are retried instead);
+            /// [`Error::Shutdown`](crate::Error::Shutdown) after
             /// [`Client::shutdown`](crate::Client::shutdown).
+            #[doc = $errors]
             ///
             /// # Cancel safety
             ///
             /// Cancel safe: dropping the future at any point leaves the lock as it was. An
             /// acquire script that is in flight when the future is dropped runs to completion
             /// in a task of the client; if it granted the lock, that task releases the hold
-            /// again at once, and whatever the waiter left in Redis (a fair lock's queue entry)
-            /// is cleaned up.
+            /// again at once. An acquire whose reply never came (a broken connection) is
+            /// resolved before the next attempt: a fence stops it from running later, and the
+            /// hold count read with it says whether it ran.
+            #[doc = $cancel]
             ///
             /// # Examples
             ///
@@ -241,7 +227,7 @@ macro_rules! lock_api {
             /// # }
             /// ```
             pub async fn lock(&self) -> $crate::Result<$crate::LockGuard> {
-                self.handle.lock(&$crate::LockOptions::new()).await
+                self.core.lock(&$crate::LockOptions::new()).await
             }
 
             /// Acquires the lock with the given lease and owner, waiting as long as it takes
@@ -276,7 +262,7 @@ macro_rules! lock_api {
                 &self,
                 options: &$crate::LockOptions,
             ) -> $crate::Result<$crate::LockGuard> {
-                self.handle.lock(options).await
+                self.core.lock(options).await
             }
 
             /// Makes one attempt: `Some(guard)` if the lock was free or already held by this
@@ -305,7 +291,7 @@ macro_rules! lock_api {
             /// # }
             /// ```
             pub async fn try_lock(&self) -> $crate::Result<Option<$crate::LockGuard>> {
-                self.handle
+                self.core
                     .try_lock(std::time::Duration::ZERO, &$crate::LockOptions::new())
                     .await
             }
@@ -344,7 +330,7 @@ macro_rules! lock_api {
                 &self,
                 wait: std::time::Duration,
             ) -> $crate::Result<Option<$crate::LockGuard>> {
-                self.handle
+                self.core
                     .try_lock(wait, &$crate::LockOptions::new())
                     .await
             }
@@ -385,12 +371,12 @@ macro_rules! lock_api {
                 wait: std::time::Duration,
                 options: &$crate::LockOptions,
             ) -> $crate::Result<Option<$crate::LockGuard>> {
-                self.handle.try_lock(wait, options).await
+                self.core.try_lock(wait, options).await
             }
 
-            /// Deletes the lock whoever holds it and wakes waiters (Redisson's
-            /// `forceUnlock()`). Returns `true` if the lock existed. Holders find out at their
-            /// next renewal or release.
+            #[doc = $force]
+            /// Returns `true` if it deleted the lock. Holders find out at their next renewal or
+            /// release.
             ///
             /// # Errors
             ///
@@ -415,10 +401,10 @@ macro_rules! lock_api {
             /// # }
             /// ```
             pub async fn force_unlock(&self) -> $crate::Result<bool> {
-                self.handle.force_unlock().await
+                self.core.force_unlock().await
             }
 
-            /// `true` when anyone holds the lock (Redisson's `isLocked()`).
+            #[doc = $locked]
             ///
             /// # Errors
             ///
@@ -441,7 +427,7 @@ macro_rules! lock_api {
             /// # }
             /// ```
             pub async fn is_locked(&self) -> $crate::Result<bool> {
-                self.handle.is_locked().await
+                self.core.is_locked().await
             }
 
             /// `true` when `owner` of this client holds the lock (`HEXISTS`, Redisson's
@@ -470,7 +456,7 @@ macro_rules! lock_api {
             /// # }
             /// ```
             pub async fn is_held_by(&self, owner: $crate::Owner) -> $crate::Result<bool> {
-                self.handle.is_held_by(owner).await
+                self.core.is_held_by(owner).await
             }
 
             /// How many times `owner` of this client holds the lock; 0 when it does not
@@ -499,7 +485,7 @@ macro_rules! lock_api {
             /// # }
             /// ```
             pub async fn hold_count(&self, owner: $crate::Owner) -> $crate::Result<u64> {
-                self.handle.hold_count(owner).await
+                self.core.hold_count(owner).await
             }
 
             /// The lock's remaining lease (`PTTL` of its key, Redisson's `remainTimeToLive()`).
@@ -527,34 +513,15 @@ macro_rules! lock_api {
             /// # }
             /// ```
             pub async fn remaining_ttl(&self) -> $crate::Result<$crate::Ttl> {
-                self.handle.remaining_ttl().await
+                self.core.remaining_ttl().await
             }
         }
 
         impl std::fmt::Debug for $ty {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                self.handle.fmt(f)
+                self.core.fmt(f)
             }
         }
     };
 }
 pub(crate) use lock_api;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ttl_maps_pttl_replies() {
-        assert_eq!(Ttl::from_pttl(-2), Ttl::Absent);
-        assert_eq!(Ttl::from_pttl(-1), Ttl::Persistent);
-        assert_eq!(Ttl::from_pttl(0), Ttl::Remaining(Duration::ZERO));
-        assert_eq!(
-            Ttl::from_pttl(1500),
-            Ttl::Remaining(Duration::from_millis(1500))
-        );
-        for ms in [-2, -1, 0, 1500] {
-            assert_eq!(Ttl::from_pttl(ms).as_redis_millis(), ms);
-        }
-    }
-}

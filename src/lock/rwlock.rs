@@ -1,23 +1,78 @@
-//! The read-write lock, compatible with Redisson's `RReadWriteLock` (REDISSON_LAYOUT.md §5).
+//! The read-write lock, compatible with Redisson's `RReadWriteLock` (docs/LAYOUT.md §5): the
+//! two halves' scripts (`lua/rwlock/`), the read holds' marker keys and their renewal kind.
 
 use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, LazyLock};
 
-use redis::Value;
+use redis::{Script, ScriptInvocation, Value};
 
-use crate::client::Client;
-use crate::detach::BoxFuture;
-use crate::error::{Error, Result};
-use crate::guard::Release;
-use crate::handle::{Handle, lock_api};
-use crate::kind::{
-    AcquireReply, LockKind, Renewal, acquire_script, release_reply, released_reply, run_script,
-    unexpected,
+use super::hold::HoldSpec;
+use super::kind::{
+    AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, acquire_reply,
+    release_reply, released_reply, status, unexpected,
 };
-use crate::naming;
-use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
-use crate::scripts;
+use super::reentrant::HASH_RENEWAL;
+use super::{LockCore, lock_api};
+use crate::conn::Call;
+use crate::error::{Error, Result};
+use crate::layout;
+use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE, WakePolicy};
+use crate::shared::Shared;
+use crate::wait::{BoxFuture, Strategy};
+use crate::watchdog::Renewal;
+
+/// `lua/rwlock/read_acquire.lua`: RedissonReadLock.tryLockInnerAsync.
+static READ_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/read_acquire.lua")));
+
+/// `lua/rwlock/read_unlock.lua`: RedissonReadLock.unlockInnerAsync.
+static READ_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/read_unlock.lua")));
+
+/// `lua/rwlock/read_is_locked.lua`: RedissonReadLock.isLocked.
+static READ_IS_LOCKED: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/read_is_locked.lua")));
+
+/// `lua/rwlock/write_acquire.lua`: RedissonWriteLock.tryLockInnerAsync, plus a refused upgrade.
+static WRITE_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/write_acquire.lua")));
+
+/// `lua/rwlock/write_unlock.lua`: RedissonWriteLock.unlockInnerAsync.
+static WRITE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/write_unlock.lua")));
+
+/// `lua/rwlock/force_unlock.lua`: RedissonReadLock / RedissonWriteLock.forceUnlockAsync.
+static FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/force_unlock.lua")));
+
+/// `lua/rwlock/renew_read.lua`: the watchdog's batched renewal of read holds (Redisson's
+/// `ReadLockTask`, 4.4+).
+static RENEW_READ: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/renew_read.lua")));
+
+/// Renews a read hold: the hash and this holder's own `rwlock_timeout` markers,
+/// `<prefix>:1 ..= <prefix>:<count>` (Redisson's `ReadLockTask`, docs/LAYOUT.md §5.8).
+#[derive(Debug)]
+struct ReadRenewal;
+
+impl Renewal for ReadRenewal {
+    fn kind(&self) -> &'static str {
+        "rwlock-read"
+    }
+
+    fn script(&self) -> &'static Script {
+        &RENEW_READ
+    }
+
+    fn add(&self, batch: &mut ScriptInvocation<'static>, key: &str, field: &str) {
+        batch
+            .key(key)
+            .arg(field)
+            .arg(layout::rwlock_timeout_prefix(key, field));
+    }
+}
+
+static READ_RENEWAL: LazyLock<Arc<dyn Renewal>> = LazyLock::new(|| Arc::new(ReadRenewal));
 
 /// A distributed read-write lock: Redisson's `RReadWriteLock`.
 ///
@@ -33,7 +88,7 @@ use crate::scripts;
 ///
 /// # Layout in Redis
 ///
-/// As Redisson writes it (REDISSON_LAYOUT.md §5.1):
+/// As Redisson writes it (docs/LAYOUT.md §5.1):
 ///
 /// - the hash `name`: field `mode` = `read` or `write`; one field per reader,
 ///   `<client id>:<owner id>`, and per writer, `<client id>:<owner id>:write`, each with its
@@ -66,7 +121,7 @@ use crate::scripts;
 ///
 /// Holds taken without an explicit lease are renewed by the client's watchdog: a write hold as
 /// a plain lock (`PEXPIRE` while its field exists); a read hold together with this client's own
-/// readers' markers, never another client's (Redisson 4.4+; REDISSON_LAYOUT.md §5.8).
+/// readers' markers, never another client's (Redisson 4.4+; docs/LAYOUT.md §5.8).
 ///
 /// Redisson 3.44 to 3.52 fail to renew a read lock that one Java thread holds twice or more
 /// (their watchdog script errors); avoid reentrant read holds shared with such peers.
@@ -98,27 +153,27 @@ pub struct RwLock {
 }
 
 impl RwLock {
-    pub(crate) fn new(client: Client, name: String) -> Self {
-        let channel: Arc<str> = naming::rwlock_channel(&name).into();
+    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+        let channel: Arc<str> = layout::rwlock_channel(&name).into();
         let name: Arc<str> = name.into();
         let read = Read {
             channel: channel.clone(),
-            key_prefix: naming::rwlock_key_prefix(&name).into(),
+            key_prefix: layout::rwlock_key_prefix(&name).into(),
         };
         let write = Write { channel };
         Self {
             read: ReadLock {
-                handle: Handle::new(client.clone(), Arc::new(read), name.clone()),
+                core: LockCore::new(shared.clone(), Arc::new(read), name.clone()),
             },
             write: WriteLock {
-                handle: Handle::new(client, Arc::new(write), name),
+                core: LockCore::new(shared, Arc::new(write), name),
             },
         }
     }
 
     /// The lock's name: its Redis key.
     pub fn name(&self) -> &str {
-        self.read.handle.name()
+        self.read.core.name()
     }
 
     /// The read half (Redisson's `readLock()`): shared by any number of owners, excluded by a
@@ -138,7 +193,7 @@ impl fmt::Debug for RwLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RwLock")
             .field("name", &self.name())
-            .field("client_id", &self.read.handle.client.id())
+            .field("client_id", &self.read.core.shared().id)
             .finish()
     }
 }
@@ -151,10 +206,20 @@ impl fmt::Debug for RwLock {
 /// deletes the lock only when it is in mode `read`. See [`RwLock`] for the layout and rules.
 #[derive(Clone)]
 pub struct ReadLock {
-    handle: Handle,
+    pub(super) core: LockCore,
 }
 
-lock_api!(ReadLock, "client.rw_lock(\"device:7\").read_lock()");
+lock_api!(
+    ReadLock,
+    make: "client.rw_lock(\"device:7\").read_lock()",
+    errors: "",
+    cancel: "",
+    force_unlock: "Deletes the lock, whoever holds it, only when it is in mode `read`, and wakes \
+        one waiter of each client (Redisson's read `forceUnlock()`); a lock in mode `write` is \
+        left alone. Readers' marker keys are left to expire.",
+    is_locked: "`true` when the lock is in mode `read`, or in mode `write` with the writer also \
+        holding read (Redisson's read `isLocked()` script).",
+);
 
 /// The write half of an [`RwLock`]: Redisson's `RReadWriteLock.writeLock()`.
 ///
@@ -165,13 +230,24 @@ lock_api!(ReadLock, "client.rw_lock(\"device:7\").read_lock()");
 /// `write`. See [`RwLock`] for the layout and rules.
 #[derive(Clone)]
 pub struct WriteLock {
-    handle: Handle,
+    pub(super) core: LockCore,
 }
 
-lock_api!(WriteLock, "client.rw_lock(\"device:7\").write_lock()");
+lock_api!(
+    WriteLock,
+    make: "client.rw_lock(\"device:7\").write_lock()",
+    errors: "[`Error::UpgradeRefused`](crate::Error::UpgradeRefused) at once, changing \
+        nothing, when the owner holds the read half without the write half (Redisson's reader \
+        would wait on itself until its read lease ends).",
+    cancel: "",
+    force_unlock: "Deletes the lock, whoever holds it, only when it is in mode `write`, and \
+        wakes every waiter (Redisson's write `forceUnlock()`); a lock in mode `read` is left \
+        alone.",
+    is_locked: "`true` when the lock is in mode `write` (Redisson's write `isLocked()`).",
+);
 
 /// The writer field of the owner whose reader field is `reader`: the format of
-/// [`naming::write_field`].
+/// [`layout::write_field`].
 fn writer_field_of(reader: &str) -> String {
     let mut field = reader.to_owned();
     field.push_str(WRITE_SUFFIX);
@@ -199,67 +275,72 @@ impl LockKind for Read {
         "ReadLock"
     }
 
-    fn acquire<'a>(
-        &'a self,
-        hold: &'a Release,
-        _wait: Option<Duration>,
-        limit: Duration,
-    ) -> BoxFuture<'a, Result<AcquireReply>> {
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
         Box::pin(async move {
-            let mut invocation = scripts::RWLOCK_READ_ACQUIRE.prepare_invoke();
+            let hold = req.hold;
+            let mut invocation = READ_ACQUIRE.prepare_invoke();
             invocation
                 .key(&*hold.name)
-                .key(naming::rwlock_timeout_prefix(&hold.name, &hold.field))
+                .key(layout::rwlock_timeout_prefix(&hold.name, &hold.field))
+                .key(req.fence)
                 .arg(hold.lease_ms)
-                .arg(&hold.field)
-                .arg(writer_field_of(&hold.field));
-            acquire_script(hold, "rwlock/read_acquire.lua", &invocation, limit).await
-        })
-    }
-
-    fn release<'a>(&'a self, hold: &'a Release) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            let mut invocation = scripts::RWLOCK_READ_UNLOCK.prepare_invoke();
-            invocation
-                .key(&*hold.name)
-                .key(&*self.channel)
-                .key(naming::rwlock_timeout_prefix(&hold.name, &hold.field))
-                .key(&*self.key_prefix)
-                .arg(UNLOCK_MESSAGE)
-                .arg(&hold.field)
-                .arg(hold.client.inner().publish_command);
-            // nil: not held (or no lock at all); 0: released, the lock stays held; 1: freed.
-            release_reply(
-                "rwlock/read_unlock.lua",
-                hold,
-                run_script(&hold.client, "unlock", &hold.name, &invocation).await?,
+                .arg(&*hold.field)
+                .arg(writer_field_of(&hold.field))
+                .arg(req.expected);
+            let call = Call::write("acquire", &hold.name, &invocation)
+                .limit(req.limit)
+                .tracked(&req.sent);
+            acquire_reply(
+                "rwlock/read_acquire.lua",
+                hold.shared.conn.call(call).await?,
             )
         })
     }
 
-    fn wake_channel(&self, _hold: &Release) -> String {
-        self.channel.to_string()
+    fn release<'a>(&'a self, req: &'a ReleaseRequest<'a>) -> BoxFuture<'a, Result<ReleaseReply>> {
+        Box::pin(async move {
+            let hold = req.hold;
+            let mut invocation = READ_UNLOCK.prepare_invoke();
+            invocation
+                .key(&*hold.name)
+                .key(&*self.channel)
+                .key(layout::rwlock_timeout_prefix(&hold.name, &hold.field))
+                .key(&*self.key_prefix)
+                .key(req.fence)
+                .arg(UNLOCK_MESSAGE)
+                .arg(&*hold.field)
+                .arg(hold.shared.conn.publish_command());
+            let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
+            // nil: not held (or no lock at all); 0: released, the lock stays held; 1: freed.
+            release_reply("rwlock/read_unlock.lua", hold.shared.conn.call(call).await?)
+        })
     }
 
-    fn renewal(&self, hold: &Release) -> Renewal {
-        Renewal::Read {
-            marker_prefix: naming::rwlock_timeout_prefix(&hold.name, &hold.field),
+    fn strategy(&self, _hold: &HoldSpec) -> Strategy {
+        Strategy::PubSub {
+            channel: self.channel.to_string(),
+            policy: WakePolicy::Lock,
         }
+    }
+
+    fn renewal(&self) -> Arc<dyn Renewal> {
+        READ_RENEWAL.clone()
     }
 
     fn force_unlock<'a>(
         &'a self,
-        client: &'a Client,
+        shared: &'a Shared,
         name: &'a str,
     ) -> BoxFuture<'a, Result<bool>> {
-        force_unlock(client, name, &self.channel, "read", UNLOCK_MESSAGE)
+        force_unlock(shared, name, &self.channel, "read", UNLOCK_MESSAGE)
     }
 
-    fn is_locked<'a>(&'a self, client: &'a Client, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+    fn is_locked<'a>(&'a self, shared: &'a Shared, name: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let mut invocation = scripts::RWLOCK_READ_IS_LOCKED.prepare_invoke();
+            let mut invocation = READ_IS_LOCKED.prepare_invoke();
             invocation.key(name);
-            match run_script(client, "is_locked", name, &invocation).await? {
+            let call = Call::read_script("is_locked", name, &invocation);
+            match shared.conn.call(call).await? {
                 Value::Int(n) => Ok(n == 1),
                 other => Err(unexpected("rwlock/read_is_locked.lua", &other)),
             }
@@ -280,79 +361,83 @@ impl LockKind for Write {
     }
 
     fn field(&self, client_id: &str, owner: u64) -> String {
-        naming::write_field(client_id, owner)
+        layout::write_field(client_id, owner)
     }
 
-    fn acquire<'a>(
-        &'a self,
-        hold: &'a Release,
-        _wait: Option<Duration>,
-        limit: Duration,
-    ) -> BoxFuture<'a, Result<AcquireReply>> {
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
         Box::pin(async move {
+            let hold = req.hold;
             let reader = reader_field_of(&hold.field);
-            let mut invocation = scripts::RWLOCK_WRITE_ACQUIRE.prepare_invoke();
+            let mut invocation = WRITE_ACQUIRE.prepare_invoke();
             invocation
                 .key(&*hold.name)
+                .key(req.fence)
                 .arg(hold.lease_ms)
-                .arg(&hold.field)
-                .arg(reader);
-            let reply = hold
-                .client
-                .inner()
-                .connections
-                .script_with_limit("acquire", &hold.name, &invocation, limit)
-                .await?;
-            match reply {
-                Value::Nil => Ok(AcquireReply::Acquired),
-                Value::Int(ttl) => Ok(AcquireReply::Held(ttl)),
-                Value::BulkString(ref s) if s == b"upgrade" => Err(Error::UpgradeRefused {
+                .arg(&*hold.field)
+                .arg(reader)
+                .arg(req.expected);
+            let call = Call::write("acquire", &hold.name, &invocation)
+                .limit(req.limit)
+                .tracked(&req.sent);
+            let reply = hold.shared.conn.call(call).await?;
+            if status(&reply) == Some(b"upgrade") {
+                return Err(Error::UpgradeRefused {
                     name: hold.name.to_string(),
                     holder: reader.to_owned(),
-                }),
-                other => Err(unexpected("rwlock/write_acquire.lua", &other)),
+                });
             }
+            acquire_reply("rwlock/write_acquire.lua", reply)
         })
     }
 
-    fn release<'a>(&'a self, hold: &'a Release) -> BoxFuture<'a, Result<()>> {
+    fn release<'a>(&'a self, req: &'a ReleaseRequest<'a>) -> BoxFuture<'a, Result<ReleaseReply>> {
         Box::pin(async move {
-            let mut invocation = scripts::RWLOCK_WRITE_UNLOCK.prepare_invoke();
+            let hold = req.hold;
+            let mut invocation = WRITE_UNLOCK.prepare_invoke();
             invocation
                 .key(&*hold.name)
                 .key(&*self.channel)
+                .key(req.fence)
                 .arg(READ_UNLOCK_MESSAGE)
                 .arg(hold.lease_ms)
-                .arg(&hold.field)
-                .arg(hold.client.inner().publish_command);
+                .arg(&*hold.field)
+                .arg(hold.shared.conn.publish_command());
+            let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
             // nil: not held; 0: one write hold released, others remain; 1: the last one
             // released (the lock freed, or left in mode read for this owner's read holds).
             release_reply(
                 "rwlock/write_unlock.lua",
-                hold,
-                run_script(&hold.client, "unlock", &hold.name, &invocation).await?,
+                hold.shared.conn.call(call).await?,
             )
         })
     }
 
-    fn wake_channel(&self, _hold: &Release) -> String {
-        self.channel.to_string()
+    fn strategy(&self, _hold: &HoldSpec) -> Strategy {
+        Strategy::PubSub {
+            channel: self.channel.to_string(),
+            policy: WakePolicy::Lock,
+        }
+    }
+
+    fn renewal(&self) -> Arc<dyn Renewal> {
+        HASH_RENEWAL.clone()
     }
 
     fn force_unlock<'a>(
         &'a self,
-        client: &'a Client,
+        shared: &'a Shared,
         name: &'a str,
     ) -> BoxFuture<'a, Result<bool>> {
-        force_unlock(client, name, &self.channel, "write", READ_UNLOCK_MESSAGE)
+        force_unlock(shared, name, &self.channel, "write", READ_UNLOCK_MESSAGE)
     }
 
-    fn is_locked<'a>(&'a self, client: &'a Client, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+    fn is_locked<'a>(&'a self, shared: &'a Shared, name: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let reply = client
-                .inner()
-                .connections
-                .query("is_locked", name, redis::cmd("HGET").arg(name).arg("mode"))
+            let mut cmd = redis::cmd("HGET");
+            cmd.arg(name).arg("mode");
+            let reply = shared
+                .conn
+                .call(Call::read("is_locked", name, &cmd))
                 .await?;
             Ok(matches!(reply, Value::BulkString(ref mode) if mode == b"write"))
         })
@@ -362,22 +447,22 @@ impl LockKind for Write {
 /// `lua/rwlock/force_unlock.lua` for the half that deletes the lock in `mode`, publishing
 /// `message`.
 fn force_unlock<'a>(
-    client: &'a Client,
+    shared: &'a Shared,
     name: &'a str,
     channel: &'a str,
     mode: &'static str,
     message: &'static str,
 ) -> BoxFuture<'a, Result<bool>> {
     Box::pin(async move {
-        let mut invocation = scripts::RWLOCK_FORCE_UNLOCK.prepare_invoke();
+        let mut invocation = FORCE_UNLOCK.prepare_invoke();
         invocation
             .key(name)
             .key(channel)
             .arg(mode)
             .arg(message)
-            .arg(client.inner().publish_command);
-        let reply = run_script(client, "force_unlock", name, &invocation).await?;
-        released_reply("rwlock/force_unlock.lua", reply)
+            .arg(shared.conn.publish_command());
+        let call = Call::write("force_unlock", name, &invocation).idempotent();
+        released_reply("rwlock/force_unlock.lua", shared.conn.call(call).await?)
     })
 }
 
@@ -388,8 +473,8 @@ mod tests {
     #[test]
     fn reader_and_writer_fields_of_one_owner() {
         let id = "1f6a3c2e-9b1d-4c7a-8e55-0d2f4b6a7c81";
-        let reader = naming::holder_field(id, 57);
-        let writer = naming::write_field(id, 57);
+        let reader = layout::holder_field(id, 57);
+        let writer = layout::write_field(id, 57);
         assert_eq!(writer_field_of(&reader), writer);
         assert_eq!(reader_field_of(&writer), reader);
     }

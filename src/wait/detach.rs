@@ -10,9 +10,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::client::Client;
+use std::sync::Arc;
 
-/// A boxed, sendable, `'static` future.
+use crate::shared::Shared;
+
+/// A boxed, sendable future.
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 type Finish<T> = Box<dyn FnOnce(T) -> BoxFuture<'static, ()> + Send + 'static>;
@@ -22,11 +24,11 @@ type Finish<T> = Box<dyn FnOnce(T) -> BoxFuture<'static, ()> + Send + 'static>;
 pub(crate) struct Detachable<T: Send + 'static> {
     call: Option<BoxFuture<'static, T>>,
     finish: Option<Finish<T>>,
-    client: Client,
+    shared: Arc<Shared>,
 }
 
 impl<T: Send + 'static> Detachable<T> {
-    pub(crate) fn new<F, G, GF>(client: &Client, call: F, finish: G) -> Self
+    pub(crate) fn new<F, G, GF>(shared: &Arc<Shared>, call: F, finish: G) -> Self
     where
         F: Future<Output = T> + Send + 'static,
         G: FnOnce(T) -> GF + Send + 'static,
@@ -35,7 +37,7 @@ impl<T: Send + 'static> Detachable<T> {
         Self {
             call: Some(Box::pin(call)),
             finish: Some(Box::new(move |output| Box::pin(finish(output)))),
-            client: client.clone(),
+            shared: shared.clone(),
         }
     }
 }
@@ -58,7 +60,11 @@ impl<T: Send + 'static> Future for Detachable<T> {
 impl<T: Send + 'static> Drop for Detachable<T> {
     fn drop(&mut self) {
         if let (Some(call), Some(finish)) = (self.call.take(), self.finish.take()) {
-            drop(self.client.spawn(async move { finish(call.await).await }));
+            drop(
+                self.shared
+                    .tasks
+                    .spawn(async move { finish(call.await).await }),
+            );
         }
     }
 }

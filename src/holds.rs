@@ -1,0 +1,338 @@
+//! The client's own record of its holds: per lock name and holder field, how many holds Redis
+//! confirmed, and whether an operation on them is in flight or unresolved.
+//!
+//! Redis knows a holder field's hold count; the client knows which of those holds it handed
+//! out as guards. Keeping the two in step is what makes faults survivable:
+//!
+//! - operations on one (name, field) run one at a time ([`Holds::enter`]), so while one is in
+//!   flight the count it started from is exact;
+//! - an acquire passes that count to its script, which grants only when Redis agrees, and
+//!   otherwise replies the real count: the client then learns that its older holds are gone
+//!   (expired, force-unlocked) and reports them lost, instead of letting a stale guard release
+//!   a newer hold;
+//! - when the outcome of an acquire or release is unknown (a timeout, a broken connection), the
+//!   operation keeps the slot until it is resolved: a fence key stops the request from still
+//!   taking effect later, and the count read in the same script says whether it did. A
+//!   re-acquire of the same owner waits for that (bounded), instead of racing a release that
+//!   may land late.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::watchdog::{Lease, Loss};
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    name: Arc<str>,
+    field: Arc<str>,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    /// Holds Redis confirmed and guards still own.
+    held: u32,
+    /// An operation is in flight, or its outcome is unresolved.
+    busy: bool,
+    /// Operations waiting for `busy` to clear.
+    waiting: usize,
+    wake: Arc<Notify>,
+    /// The leases of the guards of these holds, reported lost when Redis shows the holds gone.
+    leases: Vec<Weak<Lease>>,
+    /// The count cannot be trusted (an operation ran without exclusive access, or an unknown
+    /// outcome was never resolved): guards granted meanwhile are reported lost at once.
+    tainted: bool,
+}
+
+impl Slot {
+    fn idle(&self) -> bool {
+        !self.busy && self.waiting == 0 && self.held == 0 && self.leases.is_empty()
+    }
+}
+
+/// The record of one client's holds.
+#[derive(Clone, Default)]
+pub(crate) struct Holds {
+    slots: Arc<Mutex<HashMap<Key, Slot>>>,
+}
+
+impl fmt::Debug for Holds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Holds")
+            .field("slots", &self.slots().len())
+            .finish()
+    }
+}
+
+impl Holds {
+    fn slots(&self) -> MutexGuard<'_, HashMap<Key, Slot>> {
+        // Nothing panics while holding the lock; stay usable even if something did.
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts an operation on `field`'s holds of `name`: waits while another one is in flight
+    /// or unresolved, until `until` (for ever when `None`). Past `until` the operation goes
+    /// ahead without exclusive access, and the slot is marked tainted.
+    pub(crate) async fn enter(
+        &self,
+        name: &Arc<str>,
+        field: &Arc<str>,
+        until: Option<Instant>,
+    ) -> Op {
+        let key = Key {
+            name: name.clone(),
+            field: field.clone(),
+        };
+        loop {
+            let wake = {
+                let mut slots = self.slots();
+                let slot = slots.entry(key.clone()).or_default();
+                if !slot.busy {
+                    slot.busy = true;
+                    return Op {
+                        holds: self.clone(),
+                        key,
+                        held: slot.held,
+                        exclusive: true,
+                        tainted: slot.tainted,
+                        done: false,
+                    };
+                }
+                slot.waiting += 1;
+                slot.wake.clone()
+            };
+            let notified = wake.notified();
+            let in_time = match until {
+                Some(until) => tokio::time::timeout_at(until, notified).await.is_ok(),
+                None => {
+                    notified.await;
+                    true
+                }
+            };
+            let mut slots = self.slots();
+            let slot = slots.entry(key.clone()).or_default();
+            slot.waiting -= 1;
+            if !in_time && slot.busy {
+                tracing::warn!(lock = %key.name, holder = %key.field, "an earlier operation of this holder is still unresolved; going ahead without it");
+                slot.tainted = true;
+                return Op {
+                    holds: self.clone(),
+                    key,
+                    held: slot.held,
+                    exclusive: false,
+                    tainted: true,
+                    done: false,
+                };
+            }
+        }
+    }
+}
+
+/// One operation on the holds of one (name, field), exclusive while it lives. It ends with one
+/// of its consuming methods; dropped without one, its outcome counts as never resolved.
+#[must_use = "an operation ends with granted, released, unchanged or corrected"]
+pub(crate) struct Op {
+    holds: Holds,
+    key: Key,
+    held: u32,
+    exclusive: bool,
+    tainted: bool,
+    done: bool,
+}
+
+impl fmt::Debug for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Op")
+            .field("name", &self.key.name)
+            .field("field", &self.key.field)
+            .field("held", &self.held)
+            .field("exclusive", &self.exclusive)
+            .finish()
+    }
+}
+
+impl Op {
+    /// The holds Redis confirmed and guards own, when the operation started.
+    pub(crate) fn held(&self) -> u32 {
+        self.held
+    }
+
+    /// `true` when the count cannot be trusted: a guard granted now must report lost at once.
+    pub(crate) fn tainted(&self) -> bool {
+        self.tainted
+    }
+
+    /// Redis says the field has `actual` holds where the client counted [`held`](Self::held):
+    /// the holds the client lost track of are gone, so their guards are reported lost, and the
+    /// operation goes on from `actual`.
+    pub(crate) fn correct(&mut self, actual: u32) {
+        if actual == self.held {
+            return;
+        }
+        tracing::warn!(lock = %self.key.name, holder = %self.key.field, counted = self.held, actual, "hold count differs from Redis: the older holds are lost");
+        let mut slots = self.holds.slots();
+        let slot = slots.entry(self.key.clone()).or_default();
+        for lease in slot.leases.drain(..).filter_map(|l| l.upgrade()) {
+            lease.raise(Loss::Gone);
+        }
+        slot.held = actual;
+        if actual > 0 {
+            // Holds no guard owns: they expire with their lease.
+            slot.tainted = true;
+            self.tainted = true;
+        }
+        self.held = actual;
+    }
+
+    /// The operation granted one more hold, whose guard has `lease`.
+    pub(crate) fn granted(mut self, lease: &Arc<Lease>) {
+        self.finish(|slot| {
+            slot.held += 1;
+            slot.leases.push(Arc::downgrade(lease));
+        });
+    }
+
+    /// The operation released the hold whose guard has `lease`.
+    pub(crate) fn released(mut self, lease: &Arc<Lease>) {
+        self.finish(|slot| {
+            slot.held = slot.held.saturating_sub(1);
+            if let Some(i) = slot
+                .leases
+                .iter()
+                .position(|l| std::ptr::eq(l.as_ptr(), Arc::as_ptr(lease)))
+            {
+                slot.leases.swap_remove(i);
+            }
+        });
+    }
+
+    /// The operation changed nothing (contention, a refused or fenced request).
+    pub(crate) fn unchanged(mut self) {
+        self.finish(|_| {});
+    }
+
+    /// A guard of these holds gives its hold up without a release (`forget`, a lost lease):
+    /// the client stops counting it.
+    pub(crate) fn forgotten(mut self, lease: &Arc<Lease>) {
+        self.finish(|slot| {
+            slot.held = slot.held.saturating_sub(1);
+            slot.leases
+                .retain(|l| !std::ptr::eq(l.as_ptr(), Arc::as_ptr(lease)));
+        });
+    }
+
+    fn finish(&mut self, update: impl FnOnce(&mut Slot)) {
+        self.done = true;
+        let mut slots = self.holds.slots();
+        let slot = slots.entry(self.key.clone()).or_default();
+        update(slot);
+        self.release(&mut slots);
+    }
+
+    fn release(&self, slots: &mut HashMap<Key, Slot>) {
+        let Some(slot) = slots.get_mut(&self.key) else {
+            return;
+        };
+        if self.exclusive {
+            slot.busy = false;
+            if slot.waiting > 0 {
+                slot.wake.notify_one();
+            }
+        }
+        if slot.held == 0 {
+            slot.tainted = false;
+            slot.leases.retain(|l| l.strong_count() > 0);
+        }
+        if slot.idle() {
+            slots.remove(&self.key);
+        }
+    }
+}
+
+impl Drop for Op {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // Never resolved: whatever it did, the count may be off by one.
+        let mut slots = self.holds.slots();
+        if let Some(slot) = slots.get_mut(&self.key) {
+            slot.tainted = slot.held > 0 || slot.tainted;
+        }
+        self.release(&mut slots);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn names() -> (Arc<str>, Arc<str>) {
+        (Arc::from("lock"), Arc::from("client:1"))
+    }
+
+    #[tokio::test]
+    async fn operations_count_holds_and_leave_no_entry_behind() {
+        let holds = Holds::default();
+        let (name, field) = names();
+        let lease = Lease::new(Instant::now(), Duration::from_secs(30));
+        let op = holds.enter(&name, &field, None).await;
+        assert_eq!(op.held(), 0);
+        op.granted(&lease);
+        let op = holds.enter(&name, &field, None).await;
+        assert_eq!(op.held(), 1);
+        op.released(&lease);
+        assert!(holds.slots().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_second_operation_waits_for_the_first() {
+        let holds = Holds::default();
+        let (name, field) = names();
+        let first = holds.enter(&name, &field, None).await;
+        let soon = Instant::now() + Duration::from_millis(50);
+        let second = holds.enter(&name, &field, Some(soon)).await;
+        // it went ahead after waiting, without exclusive access
+        assert!(second.tainted());
+        assert!(Instant::now() >= soon);
+        second.unchanged();
+        first.unchanged();
+        let waiter = {
+            let holds = holds.clone();
+            let (name, field) = (name.clone(), field.clone());
+            let first = holds.enter(&name, &field, None).await;
+            let handle = tokio::spawn({
+                let holds = holds.clone();
+                async move { holds.enter(&name, &field, None).await.held() }
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(!handle.is_finished());
+            first.unchanged();
+            handle
+        };
+        assert_eq!(waiter.await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_correction_reports_the_older_holds_lost() {
+        let holds = Holds::default();
+        let (name, field) = names();
+        let old = Lease::new(Instant::now(), Duration::from_secs(30));
+        holds.enter(&name, &field, None).await.granted(&old);
+        let mut op = holds.enter(&name, &field, None).await;
+        op.correct(0);
+        assert_eq!(op.held(), 0);
+        assert_eq!(old.loss(), Some(Loss::Gone));
+        let new = Lease::new(Instant::now(), Duration::from_secs(30));
+        op.granted(&new);
+        assert!(!new.is_lost());
+        let op = holds.enter(&name, &field, None).await;
+        assert_eq!(op.held(), 1);
+        op.released(&new);
+    }
+}

@@ -1,0 +1,226 @@
+//! [`AnyLock`]: one value for a lock of any kind.
+
+use std::time::Duration;
+
+use super::{FairLock, Lock, LockCore, LockGuard, ReadLock, WriteLock};
+use crate::error::Result;
+use crate::options::{LockOptions, Ttl};
+use crate::owner::Owner;
+
+/// A lock of any kind: one type for code that takes "a lock" whatever its kind (a list of
+/// locks to take together, a conformance agent mapping a kind name to a lock).
+///
+/// Every kind has the same API ([`Lock`]'s); `AnyLock` offers it once, and each method behaves
+/// as the wrapped kind's (see each kind's own docs for what differs: a fair lock's queue, the
+/// read half's shared holds, the write half's refused upgrade).
+///
+/// # Examples
+///
+/// ```rust,no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), redisson_sync::Error> {
+/// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379").unwrap();
+/// use redisson_sync::AnyLock;
+///
+/// let locks: Vec<AnyLock> = vec![
+///     client.lock("order:42").into(),
+///     client.fair_lock("jobs").into(),
+///     client.rw_lock("device:7").read_lock().into(),
+/// ];
+/// for lock in &locks {
+///     let guard = lock.lock().await?;
+///     println!("{} held", guard.name());
+///     guard.unlock().await?;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum AnyLock {
+    /// A reentrant lock ([`Client::lock`](crate::Client::lock)).
+    Lock(Lock),
+    /// A fair lock ([`Client::fair_lock`](crate::Client::fair_lock)).
+    Fair(FairLock),
+    /// The read half of a read-write lock.
+    Read(ReadLock),
+    /// The write half of a read-write lock.
+    Write(WriteLock),
+}
+
+impl From<Lock> for AnyLock {
+    fn from(lock: Lock) -> Self {
+        Self::Lock(lock)
+    }
+}
+
+impl From<FairLock> for AnyLock {
+    fn from(lock: FairLock) -> Self {
+        Self::Fair(lock)
+    }
+}
+
+impl From<ReadLock> for AnyLock {
+    fn from(lock: ReadLock) -> Self {
+        Self::Read(lock)
+    }
+}
+
+impl From<WriteLock> for AnyLock {
+    fn from(lock: WriteLock) -> Self {
+        Self::Write(lock)
+    }
+}
+
+impl AnyLock {
+    fn core(&self) -> &LockCore {
+        match self {
+            Self::Lock(l) => &l.core,
+            Self::Fair(l) => &l.core,
+            Self::Read(l) => &l.core,
+            Self::Write(l) => &l.core,
+        }
+    }
+
+    /// The lock's name: its Redis key.
+    pub fn name(&self) -> &str {
+        self.core().name()
+    }
+
+    /// [`Lock::lock`], for the wrapped kind.
+    ///
+    /// # Errors
+    ///
+    /// As the wrapped kind's `lock`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As the wrapped kind's `lock`: cancel safe.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        self.core().lock(&LockOptions::new()).await
+    }
+
+    /// [`Lock::lock_with_options`], for the wrapped kind.
+    ///
+    /// # Errors
+    ///
+    /// As the wrapped kind's `lock_with_options`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn lock_with_options(&self, options: &LockOptions) -> Result<LockGuard> {
+        self.core().lock(options).await
+    }
+
+    /// [`Lock::try_lock`], for the wrapped kind.
+    ///
+    /// # Errors
+    ///
+    /// As the wrapped kind's `try_lock`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.core()
+            .try_lock(Duration::ZERO, &LockOptions::new())
+            .await
+    }
+
+    /// [`Lock::try_lock_for`], for the wrapped kind.
+    ///
+    /// # Errors
+    ///
+    /// As the wrapped kind's `try_lock_for`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        self.core().try_lock(wait, &LockOptions::new()).await
+    }
+
+    /// [`Lock::try_lock_with_options`], for the wrapped kind.
+    ///
+    /// # Errors
+    ///
+    /// As the wrapped kind's `try_lock_with_options`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn try_lock_with_options(
+        &self,
+        wait: Duration,
+        options: &LockOptions,
+    ) -> Result<Option<LockGuard>> {
+        self.core().try_lock(wait, options).await
+    }
+
+    /// [`Lock::force_unlock`], for the wrapped kind (the halves of a read-write lock delete
+    /// it only in their own mode).
+    ///
+    /// # Errors
+    ///
+    /// As the wrapped kind's `force_unlock`.
+    ///
+    /// # Cancel safety
+    ///
+    /// A dropped call may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.core().force_unlock().await
+    }
+
+    /// [`Lock::is_locked`], for the wrapped kind.
+    ///
+    /// # Errors
+    ///
+    /// As the wrapped kind's `is_locked`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.core().is_locked().await
+    }
+
+    /// [`Lock::is_held_by`], for the wrapped kind.
+    ///
+    /// # Errors
+    ///
+    /// As the wrapped kind's `is_held_by`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
+        self.core().is_held_by(owner).await
+    }
+
+    /// [`Lock::hold_count`], for the wrapped kind.
+    ///
+    /// # Errors
+    ///
+    /// As the wrapped kind's `hold_count`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    pub async fn hold_count(&self, owner: Owner) -> Result<u64> {
+        self.core().hold_count(owner).await
+    }
+
+    /// [`Lock::remaining_ttl`], for the wrapped kind.
+    ///
+    /// # Errors
+    ///
+    /// As the wrapped kind's `remaining_ttl`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    pub async fn remaining_ttl(&self) -> Result<Ttl> {
+        self.core().remaining_ttl().await
+    }
+}

@@ -1,0 +1,195 @@
+//! The reentrant lock, compatible with Redisson's `RLock` (docs/LAYOUT.md §2): its scripts
+//! (`lua/lock/`), its channel and the renewal every hash-based lock shares.
+
+use std::sync::{Arc, LazyLock};
+
+use redis::{Script, ScriptInvocation};
+
+use super::hold::HoldSpec;
+use super::kind::{
+    AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, acquire_reply,
+    release_reply, released_reply,
+};
+use super::{LockCore, lock_api};
+use crate::conn::Call;
+use crate::error::Result;
+use crate::layout;
+use crate::pubsub::{UNLOCK_MESSAGE, WakePolicy};
+use crate::shared::Shared;
+use crate::wait::{BoxFuture, Strategy};
+use crate::watchdog::Renewal;
+
+/// `lua/lock/acquire.lua`: RedissonLock.tryLockInnerAsync.
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/lock/acquire.lua")));
+
+/// `lua/lock/unlock.lua`: RedissonLock.unlockInnerAsync.
+static UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/lock/unlock.lua")));
+
+/// `lua/lock/force_unlock.lua`: RedissonLock.forceUnlockAsync.
+static FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/lock/force_unlock.lua")));
+
+/// `lua/lock/renew.lua`: the watchdog's batched renewal (Redisson's `LockTask`).
+static RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/lock/renew.lua")));
+
+/// Renews a hold of a hash-based lock: `PEXPIRE key` while `HEXISTS key field` (Redisson's
+/// `LockTask`, docs/LAYOUT.md §1.9). Used by the reentrant lock, the fair lock and the write
+/// half of the read-write lock.
+#[derive(Debug)]
+pub(crate) struct HashRenewal;
+
+impl Renewal for HashRenewal {
+    fn kind(&self) -> &'static str {
+        "hash"
+    }
+
+    fn script(&self) -> &'static Script {
+        &RENEW
+    }
+
+    fn add(&self, batch: &mut ScriptInvocation<'static>, key: &str, field: &str) {
+        batch.key(key).arg(field);
+    }
+}
+
+/// The hash renewal, shared.
+pub(crate) static HASH_RENEWAL: LazyLock<Arc<dyn Renewal>> =
+    LazyLock::new(|| Arc::new(HashRenewal));
+
+/// A reentrant distributed lock: Redisson's `RLock`.
+///
+/// The lock is the Redis hash `name` with one field `<client id>:<owner id>` whose value is the
+/// hold count; its TTL is the lease. Waiters subscribe to `redisson_lock__channel:{name}` and are
+/// woken by the `0` published on full release. Java services using Redisson's
+/// `getLock(name)` on the same Redis share the lock with this one in both directions.
+///
+/// Reentrancy is per [`Owner`](crate::Owner): by default the current Tokio task. Every
+/// successful acquisition returns a [`LockGuard`](crate::LockGuard); each guard releases one
+/// hold.
+///
+/// # Fairness
+///
+/// None: waiters woken by an unlock race for the lock, like Redisson's `RLock`, and a client
+/// that re-acquires quickly can keep others waiting (a fast Rust client can nearly starve Java
+/// clients on a busy lock). Use a [`FairLock`](crate::FairLock) when every waiter must get its
+/// turn.
+///
+/// A `Lock` is a cheap handle (client clone + name): create one per use or keep it.
+///
+/// # Examples
+///
+/// ```rust,no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = redisson_sync::Client::open("redis://127.0.0.1:6379")?;
+/// let lock = client.lock("order:42");
+/// let guard = lock.lock().await?;
+/// // ... critical section ...
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    pub(super) core: LockCore,
+}
+
+lock_api!(
+    Lock,
+    make: "client.lock(\"order:42\")",
+    errors: "",
+    cancel: "",
+    force_unlock: "Deletes the lock whoever holds it and wakes a waiter of each client \
+        (Redisson's `forceUnlock()`).",
+    is_locked: "`true` when anyone holds the lock (Redisson's `isLocked()`: `EXISTS`).",
+);
+
+impl Lock {
+    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+        let kind = Reentrant {
+            channel: layout::lock_channel(&name).into(),
+        };
+        Self {
+            core: LockCore::new(shared, Arc::new(kind), name.into()),
+        }
+    }
+}
+
+/// The reentrant lock's scripts (`lua/lock/`).
+#[derive(Debug)]
+struct Reentrant {
+    /// `redisson_lock__channel:{N}`.
+    channel: Arc<str>,
+}
+
+impl LockKind for Reentrant {
+    fn label(&self) -> &'static str {
+        "Lock"
+    }
+
+    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
+        Box::pin(async move {
+            let hold = req.hold;
+            let mut invocation = ACQUIRE.prepare_invoke();
+            invocation
+                .key(&*hold.name)
+                .key(req.fence)
+                .arg(hold.lease_ms)
+                .arg(&*hold.field)
+                .arg(req.expected);
+            let call = Call::write("acquire", &hold.name, &invocation)
+                .limit(req.limit)
+                .tracked(&req.sent);
+            acquire_reply("lock/acquire.lua", hold.shared.conn.call(call).await?)
+        })
+    }
+
+    fn release<'a>(&'a self, req: &'a ReleaseRequest<'a>) -> BoxFuture<'a, Result<ReleaseReply>> {
+        Box::pin(async move {
+            let hold = req.hold;
+            let mut invocation = UNLOCK.prepare_invoke();
+            invocation
+                .key(&*hold.name)
+                .key(&*self.channel)
+                .key(req.fence)
+                .arg(UNLOCK_MESSAGE)
+                .arg(hold.lease_ms)
+                .arg(&*hold.field)
+                .arg(hold.shared.conn.publish_command());
+            let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
+            // nil: not held; 0: one hold released, others remain; 1: last hold released.
+            release_reply("lock/unlock.lua", hold.shared.conn.call(call).await?)
+        })
+    }
+
+    fn strategy(&self, _hold: &HoldSpec) -> Strategy {
+        Strategy::PubSub {
+            channel: self.channel.to_string(),
+            policy: WakePolicy::Lock,
+        }
+    }
+
+    fn renewal(&self) -> Arc<dyn Renewal> {
+        HASH_RENEWAL.clone()
+    }
+
+    fn force_unlock<'a>(
+        &'a self,
+        shared: &'a Shared,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let mut invocation = FORCE_UNLOCK.prepare_invoke();
+            invocation
+                .key(name)
+                .key(&*self.channel)
+                .arg(UNLOCK_MESSAGE)
+                .arg(shared.conn.publish_command());
+            let call = Call::write("force_unlock", name, &invocation).idempotent();
+            released_reply("lock/force_unlock.lua", shared.conn.call(call).await?)
+        })
+    }
+}

@@ -1,0 +1,140 @@
+//! Pub/sub waiting: one subscription per channel and client, shared by all its waiters.
+//!
+//! Mirrors Redisson's `PublishSubscribe` (docs/LAYOUT.md §1.10): waiters on the same channel
+//! share one subscription, reference-counted, and each channel has a [`WakePolicy`] saying what
+//! a message means for them (a lock's `0` wakes one, `1` all; a semaphore's count wakes that
+//! many; a latch's `0` opens it). Three parts:
+//!
+//! - the [`registry`] of waiters per channel and their wake-ups (no I/O);
+//! - the [`transport`], a task owning the subscriber connection, which feeds the registry;
+//! - [`Subscription`], one waiter's share of a channel.
+//!
+//! Of the local waiters on one channel, one at a time is the *re-checker*: only it re-checks
+//! on its own every `recheck_interval` (the others sleep until a message or their hint, as
+//! Redisson's waiters do), so parked waiters cost Redis nothing. When the re-checker leaves
+//! (it got the lock, or gave up), the role is offered at once to a parked waiter, so a lost
+//! message never costs more than about one re-check interval, however many waiters there are.
+
+mod policy;
+mod registry;
+mod transport;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::futures::Notified;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::tasks::Tasks;
+
+pub(crate) use policy::WakePolicy;
+use registry::{Channel, Registry};
+use transport::{Command, Transport};
+
+/// Redisson `LockPubSub.UNLOCK_MESSAGE`: wakes one waiter per client.
+pub(crate) const UNLOCK_MESSAGE: &str = "0";
+/// Redisson `LockPubSub.READ_UNLOCK_MESSAGE`: wakes every waiter.
+pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
+
+/// The client's pub/sub service.
+#[derive(Debug)]
+pub(crate) struct PubSub {
+    registry: Arc<Registry>,
+    commands: mpsc::UnboundedSender<Command>,
+    next_waiter: AtomicU64,
+}
+
+impl PubSub {
+    /// Starts the transport as a service of `tasks`. It connects lazily, on the first
+    /// subscription.
+    pub(crate) fn start(conn: Arc<Conn>, ping_interval: Duration, tasks: &Tasks) -> Self {
+        let registry = Arc::new(Registry::default());
+        let (commands, rx) = mpsc::unbounded_channel();
+        let transport = Transport::new(Arc::downgrade(&registry), conn, rx, ping_interval);
+        tasks.spawn_service(transport.run());
+        Self {
+            registry,
+            commands,
+            next_waiter: AtomicU64::new(1),
+        }
+    }
+
+    /// Registers a waiter on `channel`, whose messages wake by `policy`. The registration
+    /// counts at once (a message dispatched after this call reaches the returned
+    /// subscription's notifier); await [`Subscription::ready`] to know that Redis confirmed
+    /// the subscription.
+    pub(crate) fn subscribe(&self, channel: &str, policy: WakePolicy) -> Subscription {
+        Subscription {
+            channel: self.registry.register(channel, policy),
+            waiter: self.next_waiter.fetch_add(1, Ordering::Relaxed),
+            registry: self.registry.clone(),
+            commands: self.commands.clone(),
+        }
+    }
+}
+
+/// One waiter's share of a channel subscription; dropping it releases the share (the last one
+/// unsubscribes) and the re-checker role if it held it.
+#[derive(Debug)]
+pub(crate) struct Subscription {
+    channel: Arc<Channel>,
+    /// This waiter's id, for the re-checker role.
+    waiter: u64,
+    registry: Arc<Registry>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Subscription {
+    /// Waits until Redis has confirmed the subscription.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the registration stays until the `Subscription` is dropped.
+    pub(crate) async fn ready(&self) -> Result<()> {
+        let (done, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Subscribe {
+                channel: self.channel.name().to_owned(),
+                done,
+            })
+            .map_err(|_| Error::Shutdown)?;
+        rx.await.map_err(|_| Error::Shutdown)?
+    }
+
+    /// A future woken by a message (per the channel's policy) or after a reconnection.
+    /// Enable it before the attempt it follows (tokio's `Notified::enable`), so that a
+    /// message published meanwhile is not lost.
+    pub(crate) fn notified(&self) -> Notified<'_> {
+        self.channel.notify().notified()
+    }
+
+    /// A future woken when the channel's re-checker leaves, offering its role.
+    pub(crate) fn role_offered(&self) -> Notified<'_> {
+        self.channel.role_offer().notified()
+    }
+
+    /// `true` when this waiter is (or now becomes) the channel's re-checker.
+    pub(crate) fn claim_recheck(&self) -> bool {
+        self.channel.claim_recheck(self.waiter)
+    }
+
+    /// `true` once a latch channel got its `0` (open), until a `1` closes it.
+    #[allow(dead_code)] // the count-down latch waits on it (its issue follows this one)
+    pub(crate) fn is_open(&self) -> bool {
+        self.channel.is_open()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.channel.release_recheck(self.waiter);
+        if self.registry.unregister(&self.channel) {
+            let _ = self.commands.send(Command::Unsubscribe {
+                channel: self.channel.name().to_owned(),
+            });
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The transport: the subscriber connection and the task that owns it.
+//!
+//! One task per client holds a dedicated connection (classic `SUBSCRIBE`, as Redisson uses
+//! outside Redis Cluster). It subscribes the channels the registry has waiters on, in order,
+//! hands every message to the registry, and keeps the connection honest: it pings it every
+//! `ping_interval` while subscribed, and a connection that drops or does not answer its `PING`
+//! within the command timeout is replaced. After a new connection is up, every channel in use
+//! is subscribed again and every waiter is woken to re-check, since a message may have been
+//! lost meanwhile.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::{PubSubSink, PubSubStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::registry::Registry;
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+
+/// Back-off between reconnection attempts.
+const RECONNECT_BACKOFF: [Duration; 4] = [
+    Duration::from_millis(10),
+    Duration::from_millis(50),
+    Duration::from_millis(200),
+    Duration::from_millis(500),
+];
+
+/// What the waiters ask of the transport.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Make sure `channel` is subscribed; report when Redis confirmed it.
+    Subscribe {
+        channel: String,
+        done: oneshot::Sender<Result<()>>,
+    },
+    /// The last local waiter left `channel`.
+    Unsubscribe { channel: String },
+}
+
+/// The task owning the subscriber connection.
+pub(crate) struct Transport {
+    registry: Weak<Registry>,
+    conn: Arc<Conn>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    /// Channels Redis confirmed on the current connection.
+    subscribed: HashSet<String>,
+    link: Option<(PubSubSink, PubSubStream)>,
+    ping_interval: Duration,
+    command_timeout: Duration,
+}
+
+enum Event {
+    Message(Option<redis::Msg>),
+    Command(Option<Command>),
+    Ping,
+}
+
+impl Transport {
+    pub(crate) fn new(
+        registry: Weak<Registry>,
+        conn: Arc<Conn>,
+        commands: mpsc::UnboundedReceiver<Command>,
+        ping_interval: Duration,
+    ) -> Self {
+        let command_timeout = conn.command_timeout();
+        Self {
+            registry,
+            conn,
+            commands,
+            subscribed: HashSet::new(),
+            link: None,
+            ping_interval,
+            command_timeout,
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        let mut next_ping = Instant::now() + self.ping_interval;
+        loop {
+            if self.link.is_none() && self.has_waiters() {
+                self.reconnect().await;
+                next_ping = Instant::now() + self.ping_interval;
+            }
+            let keep_alive = self.link.is_some() && !self.subscribed.is_empty();
+            let event = match &mut self.link {
+                Some((_, stream)) => tokio::select! {
+                    biased;
+                    msg = stream.next() => Event::Message(msg),
+                    cmd = self.commands.recv() => Event::Command(cmd),
+                    () = tokio::time::sleep_until(next_ping), if keep_alive => Event::Ping,
+                },
+                None => Event::Command(self.commands.recv().await),
+            };
+            match event {
+                Event::Command(None) => return,
+                Event::Command(Some(cmd)) => self.handle(cmd).await,
+                Event::Message(Some(msg)) => {
+                    if let Some(registry) = self.registry.upgrade() {
+                        registry.dispatch(msg.get_channel_name(), msg.get_payload_bytes());
+                    }
+                }
+                Event::Message(None) => {
+                    tracing::warn!("pub/sub connection lost; reconnecting");
+                    self.drop_link();
+                }
+                Event::Ping => {
+                    next_ping = Instant::now() + self.ping_interval;
+                    self.ping().await;
+                }
+            }
+        }
+    }
+
+    fn has_waiters(&self) -> bool {
+        self.registry.upgrade().is_some_and(|r| !r.is_empty())
+    }
+
+    fn drop_link(&mut self) {
+        self.link = None;
+        self.subscribed.clear();
+    }
+
+    /// One keep-alive round trip; a connection that does not answer is replaced.
+    async fn ping(&mut self) {
+        let Some((sink, _)) = &mut self.link else {
+            return;
+        };
+        let limit = self.command_timeout;
+        match tokio::time::timeout(limit, sink.ping::<redis::Value>()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "pub/sub PING failed; replacing the connection");
+                self.drop_link();
+            }
+            Err(_) => {
+                tracing::warn!(
+                    ?limit,
+                    "pub/sub connection did not answer PING; replacing it"
+                );
+                self.drop_link();
+            }
+        }
+    }
+
+    async fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Subscribe { channel, done } => {
+                let result = self.ensure_subscribed(&channel).await;
+                let _ = done.send(result);
+            }
+            Command::Unsubscribe { channel } => {
+                let still_wanted = self
+                    .registry
+                    .upgrade()
+                    .is_some_and(|r| r.contains(&channel));
+                if still_wanted || !self.subscribed.remove(&channel) {
+                    return;
+                }
+                let limit = self.command_timeout;
+                if let Some((sink, _)) = &mut self.link
+                    && let Err(e) = bounded(limit, sink.unsubscribe(&channel)).await
+                {
+                    tracing::debug!(channel, error = %e, "UNSUBSCRIBE failed; reconnecting");
+                    self.drop_link();
+                }
+            }
+        }
+    }
+
+    async fn ensure_subscribed(&mut self, channel: &str) -> Result<()> {
+        if self.link.is_none() {
+            // Subscribes every channel with waiters, this one included.
+            self.reconnect().await;
+        }
+        if self.subscribed.contains(channel) {
+            return Ok(());
+        }
+        let limit = self.command_timeout;
+        let Some((sink, _)) = &mut self.link else {
+            return Err(Error::Shutdown);
+        };
+        match bounded(limit, sink.subscribe(channel)).await {
+            Ok(()) => {
+                self.subscribed.insert(channel.to_owned());
+                Ok(())
+            }
+            Err(e) => {
+                // Unconfirmed: the connection is broken or stalled; start over (the reconnect
+                // subscribes every channel again and wakes every waiter).
+                self.drop_link();
+                Err(e)
+            }
+        }
+    }
+
+    /// Opens the connection and subscribes every channel that has waiters.
+    async fn connect(&mut self) -> Result<()> {
+        let (mut sink, stream) = self.conn.subscriber().await?.split();
+        let wanted = match self.registry.upgrade() {
+            Some(r) => r.names(),
+            None => return Err(Error::Shutdown),
+        };
+        if !wanted.is_empty() {
+            bounded(self.command_timeout, sink.subscribe(&wanted)).await?;
+        }
+        self.subscribed = wanted.into_iter().collect();
+        self.link = Some((sink, stream));
+        Ok(())
+    }
+
+    /// (Re)connects while any channel has waiters, then wakes every waiter: a message may
+    /// have been lost while the connection was down.
+    async fn reconnect(&mut self) {
+        let mut attempt = 0;
+        loop {
+            if !self.has_waiters() {
+                return;
+            }
+            match self.connect().await {
+                Ok(()) => break,
+                Err(e) => {
+                    let pause = RECONNECT_BACKOFF[attempt.min(RECONNECT_BACKOFF.len() - 1)];
+                    tracing::warn!(error = %e, ?pause, "pub/sub reconnection failed");
+                    attempt += 1;
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+        if let Some(registry) = self.registry.upgrade() {
+            registry.wake_everyone();
+        }
+    }
+}
+
+/// Runs a subscription command with the command timeout.
+async fn bounded(limit: Duration, op: impl Future<Output = redis::RedisResult<()>>) -> Result<()> {
+    match tokio::time::timeout(limit, op).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(Error::Timeout {
+            operation: "subscribe",
+            after: limit,
+        }),
+    }
+}

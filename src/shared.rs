@@ -1,0 +1,88 @@
+//! The state one client's primitives share: what the wait engine and every primitive take,
+//! instead of the public `Client`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::config::Config;
+use crate::conn::Conn;
+use crate::error::{BuildError, Error, Result};
+use crate::holds::Holds;
+use crate::pubsub::PubSub;
+use crate::tasks::Tasks;
+use crate::watchdog::Watchdog;
+
+/// A client's connections, services and settings.
+pub(crate) struct Shared {
+    /// The client id: a v4 UUID in Java's format, the first half of every holder field.
+    pub(crate) id: String,
+    pub(crate) config: Config,
+    pub(crate) conn: Arc<Conn>,
+    pub(crate) pubsub: PubSub,
+    pub(crate) watchdog: Watchdog,
+    pub(crate) holds: Holds,
+    pub(crate) tasks: Tasks,
+    /// Request ids: this client's random prefix and a counter.
+    request_prefix: u64,
+    requests: AtomicU64,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.id)
+            .field("config", &self.config)
+            .field("connections", &self.conn)
+            .field("shut_down", &self.tasks.is_shut_down())
+            .finish()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Stops the pub/sub transport and the watchdog once the last handle is gone.
+        self.tasks.shut_down();
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(config: Config, tasks: Tasks) -> Result<Self, BuildError> {
+        let uuid = uuid::Uuid::new_v4();
+        let conn = Arc::new(Conn::new(&config)?);
+        let pubsub = PubSub::start(conn.clone(), config.ping_interval, &tasks);
+        let watchdog = Watchdog::start(
+            conn.clone(),
+            config.watchdog_timeout,
+            config.renew_interval(),
+            config.watchdog_batch_size,
+            &tasks,
+        );
+        Ok(Self {
+            id: crate::layout::client_id(&uuid),
+            request_prefix: uuid.as_u64_pair().1,
+            requests: AtomicU64::new(0),
+            config,
+            conn,
+            pubsub,
+            watchdog,
+            holds: Holds::default(),
+            tasks,
+        })
+    }
+
+    /// [`Error::Shutdown`] once the client was shut down.
+    pub(crate) fn ensure_open(&self) -> Result<()> {
+        if self.tasks.is_shut_down() {
+            Err(Error::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A fresh request id, unique to this client: 32 lowercase hex digits, like Redisson's.
+    pub(crate) fn request_id(&self) -> String {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        format!("{:016x}{n:016x}", self.request_prefix)
+    }
+}

@@ -1,0 +1,182 @@
+//! What the client can vouch for about one hold: until when it is valid, and whether it is
+//! known to be lost.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// Why a hold stopped being vouched for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Loss {
+    /// Redis said so: the holder field is gone (expired, force-unlocked, taken over), or the
+    /// local hold count disagreed with Redis. Nothing of this hold is left to release.
+    Gone,
+    /// No acquire or renewal was confirmed within the lease (a partition, a stalled Redis, an
+    /// explicit lease that ran out): the hold may have expired, and another holder may have it.
+    Expired,
+}
+
+const VALID: u8 = 0;
+const GONE: u8 = 1;
+const EXPIRED: u8 = 2;
+
+/// The validity of one hold (or of every hold sharing one watchdog renewal).
+///
+/// `valid_until` is the send time of the last confirmed acquire or renewal plus the lease:
+/// Redis cannot have let the key expire before it (its clock starts when the request arrives,
+/// after it was sent). The hold counts as lost from `valid_until - margin` on, whatever the
+/// transport does, so a partition is reported even when no reply ever comes back.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    base: Instant,
+    /// Nanoseconds after `base`.
+    valid_until: AtomicU64,
+    margin: Duration,
+    state: AtomicU8,
+    /// Wakes [`lost`](Self::lost) futures when the state changes.
+    signal: watch::Sender<()>,
+}
+
+/// The margin kept before `valid_until` for clock drift between the client and Redis
+/// (Redlock's drift factor: 1 % of the lease plus 2 ms), at most a quarter of the lease (so
+/// that a 1 ms lease can still be used on a fast link) and at most a minute.
+pub(crate) fn margin(lease: Duration) -> Duration {
+    (lease / 100 + Duration::from_millis(2))
+        .min(lease / 4)
+        .min(Duration::from_secs(60))
+}
+
+impl Lease {
+    /// A hold granted by a request sent at `sent`, leased for `lease`.
+    pub(crate) fn new(sent: Instant, lease: Duration) -> Arc<Self> {
+        let this = Self {
+            base: sent,
+            valid_until: AtomicU64::new(0),
+            margin: margin(lease),
+            state: AtomicU8::new(VALID),
+            signal: watch::Sender::new(()),
+        };
+        this.confirm(sent, lease);
+        Arc::new(this)
+    }
+
+    /// A later acquire or renewal, sent at `sent`, was confirmed: the hold is valid until
+    /// `sent + lease` (never moves back).
+    pub(crate) fn confirm(&self, sent: Instant, lease: Duration) {
+        let until = sent.saturating_duration_since(self.base) + lease;
+        let nanos = u64::try_from(until.as_nanos()).unwrap_or(u64::MAX);
+        self.valid_until.fetch_max(nanos, Ordering::AcqRel);
+    }
+
+    /// Send time of the last confirmed acquire or renewal, plus the lease.
+    pub(crate) fn valid_until(&self) -> Instant {
+        let nanos = self.valid_until.load(Ordering::Acquire);
+        self.base
+            .checked_add(Duration::from_nanos(nanos))
+            .unwrap_or_else(far_future)
+    }
+
+    /// The instant from which the hold counts as lost unless confirmed again.
+    pub(crate) fn deadline(&self) -> Instant {
+        let nanos = self.valid_until.load(Ordering::Acquire);
+        let margin = u64::try_from(self.margin.as_nanos()).unwrap_or(u64::MAX);
+        self.base
+            .checked_add(Duration::from_nanos(nanos.saturating_sub(margin)))
+            .unwrap_or_else(far_future)
+    }
+
+    /// Marks the hold lost (the first reason sticks).
+    pub(crate) fn raise(&self, loss: Loss) {
+        let state = match loss {
+            Loss::Gone => GONE,
+            Loss::Expired => EXPIRED,
+        };
+        if self
+            .state
+            .compare_exchange(VALID, state, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            self.signal.send_replace(());
+        }
+    }
+
+    /// Why the hold is lost, if it is: raised, or past its deadline.
+    pub(crate) fn loss(&self) -> Option<Loss> {
+        match self.state.load(Ordering::Acquire) {
+            GONE => Some(Loss::Gone),
+            EXPIRED => Some(Loss::Expired),
+            _ if Instant::now() >= self.deadline() => {
+                self.raise(Loss::Expired);
+                self.loss()
+            }
+            _ => None,
+        }
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.loss().is_some()
+    }
+
+    /// Resolves once the hold is lost: raised, or its deadline passed without a confirmation.
+    pub(crate) async fn lost(&self) {
+        let mut changes = self.signal.subscribe();
+        loop {
+            if self.is_lost() {
+                return;
+            }
+            let deadline = self.deadline();
+            tokio::select! {
+                // `changed` fails only when the sender is dropped, which cannot happen while
+                // `self` lives.
+                _ = changes.changed() => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+}
+
+/// An instant no hold reaches (about 30 years from now).
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_is_lost_at_its_deadline_unless_confirmed() {
+        let lease = Duration::from_millis(1000);
+        let start = Instant::now();
+        let l = Lease::new(start, lease);
+        assert_eq!(l.valid_until(), start + lease);
+        assert_eq!(l.deadline(), start + lease - margin(lease));
+        assert!(!l.is_lost());
+        tokio::time::advance(Duration::from_millis(500)).await;
+        l.confirm(start + Duration::from_millis(400), lease);
+        assert_eq!(l.valid_until(), start + Duration::from_millis(1400));
+        // an older confirmation never moves it back
+        l.confirm(start, lease);
+        assert_eq!(l.valid_until(), start + Duration::from_millis(1400));
+        l.lost().await;
+        assert_eq!(
+            Instant::now(),
+            start + Duration::from_millis(1400) - margin(lease)
+        );
+        assert_eq!(l.loss(), Some(Loss::Expired));
+    }
+
+    #[tokio::test]
+    async fn a_raised_loss_sticks_with_its_first_reason() {
+        let l = Lease::new(Instant::now(), Duration::from_secs(60));
+        l.raise(Loss::Gone);
+        l.raise(Loss::Expired);
+        assert_eq!(l.loss(), Some(Loss::Gone));
+        tokio::time::timeout(Duration::from_millis(100), l.lost())
+            .await
+            .unwrap();
+    }
+}

@@ -1,0 +1,244 @@
+//! The lease watchdog: one renewal task per client (Redisson's `LockRenewalScheduler`,
+//! docs/LAYOUT.md §1.9).
+//!
+//! Holds taken without an explicit lease register here with their [`Renewal`] kind. Every
+//! `watchdog_timeout / 3` the task renews them, kind by kind, up to `watchdog_batch_size`
+//! holds per script call. A hold whose holder field is gone is dropped from renewal and its
+//! [`Lease`] reports the loss. A hold whose last confirmed renewal is older than its lease
+//! (minus a margin) is lost too: the guard reports it at that instant by itself, the watchdog
+//! stops renewing it at its next tick. Transient Redis errors are retried at the next tick.
+
+mod lease;
+mod renewal;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use redis::Value;
+use tokio::time::Instant;
+
+use crate::conn::{Call, Conn};
+use crate::tasks::Tasks;
+
+pub(crate) use lease::{Lease, Loss};
+pub(crate) use renewal::Renewal;
+
+/// One renewed hold: a kind, a key, the holder field.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Watched {
+    kind: &'static str,
+    key: Arc<str>,
+    field: Arc<str>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    /// Guards relying on this renewal (each hold of a reentrant owner registers once).
+    guards: usize,
+    lease: Arc<Lease>,
+    renewal: Arc<dyn Renewal>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    entries: Mutex<HashMap<Watched, Entry>>,
+}
+
+impl Registry {
+    fn entries(&self) -> MutexGuard<'_, HashMap<Watched, Entry>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Removes `watched` if its entry is still the one of `lease`.
+    fn remove(&self, watched: &Watched, lease: &Arc<Lease>) {
+        let mut entries = self.entries();
+        if entries
+            .get(watched)
+            .is_some_and(|e| Arc::ptr_eq(&e.lease, lease))
+        {
+            entries.remove(watched);
+        }
+    }
+}
+
+/// The client's watchdog.
+#[derive(Debug)]
+pub(crate) struct Watchdog {
+    registry: Arc<Registry>,
+    lease: Duration,
+}
+
+impl Watchdog {
+    /// Starts the renewal task as a service of `tasks`.
+    pub(crate) fn start(
+        conn: Arc<Conn>,
+        lease: Duration,
+        period: Duration,
+        batch_size: usize,
+        tasks: &Tasks,
+    ) -> Self {
+        let registry = Arc::new(Registry::default());
+        tasks.spawn_service(renew_loop(
+            Arc::downgrade(&registry),
+            conn,
+            lease,
+            period,
+            batch_size,
+        ));
+        Self { registry, lease }
+    }
+
+    /// Starts renewing `field`'s hold of `key` the `renewal` way (or counts one more guard on
+    /// it), after an acquire sent at `sent` was confirmed; returns the lease the guards of
+    /// this hold share.
+    pub(crate) fn register(
+        &self,
+        renewal: &Arc<dyn Renewal>,
+        key: &Arc<str>,
+        field: &Arc<str>,
+        sent: Instant,
+    ) -> Arc<Lease> {
+        let watched = Watched {
+            kind: renewal.kind(),
+            key: key.clone(),
+            field: field.clone(),
+        };
+        let mut entries = self.registry.entries();
+        let entry = entries.entry(watched).or_insert_with(|| Entry {
+            guards: 0,
+            lease: Lease::new(sent, self.lease),
+            renewal: renewal.clone(),
+        });
+        if entry.lease.is_lost() {
+            // A hold found lost earlier: this acquire starts a new one.
+            *entry = Entry {
+                guards: 0,
+                lease: Lease::new(sent, self.lease),
+                renewal: renewal.clone(),
+            };
+        }
+        entry.guards += 1;
+        entry.lease.confirm(sent, self.lease);
+        entry.lease.clone()
+    }
+
+    /// One guard stops relying on the renewal; the last one stops it. Does nothing when the
+    /// entry is gone or belongs to a later hold (its lease differs).
+    pub(crate) fn unregister(
+        &self,
+        kind: &'static str,
+        key: &Arc<str>,
+        field: &Arc<str>,
+        lease: &Arc<Lease>,
+    ) {
+        let watched = Watched {
+            kind,
+            key: key.clone(),
+            field: field.clone(),
+        };
+        let mut entries = self.registry.entries();
+        if let Some(entry) = entries.get_mut(&watched)
+            && Arc::ptr_eq(&entry.lease, lease)
+        {
+            entry.guards -= 1;
+            if entry.guards == 0 {
+                entries.remove(&watched);
+            }
+        }
+    }
+}
+
+async fn renew_loop(
+    registry: Weak<Registry>,
+    conn: Arc<Conn>,
+    lease: Duration,
+    period: Duration,
+    batch_size: usize,
+) {
+    let lease_ms = lease.as_millis().to_string();
+    let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let Some(live) = registry.upgrade() else {
+            return;
+        };
+        // Kind by kind: each kind has its own script, so its holds are batched on their own.
+        let mut by_kind: BTreeMap<&'static str, Vec<Renew>> = BTreeMap::new();
+        for (watched, entry) in live.entries().iter() {
+            by_kind.entry(watched.kind).or_default().push(Renew {
+                watched: watched.clone(),
+                lease: entry.lease.clone(),
+                renewal: entry.renewal.clone(),
+            });
+        }
+        drop(live);
+        for holds in by_kind.values() {
+            // A hold past its deadline is not vouched for any more: its guards already report
+            // it lost; renewing it now could extend a lock another holder has meanwhile.
+            let (expired, due): (Vec<&Renew>, Vec<&Renew>) =
+                holds.iter().partition(|r| r.lease.is_lost());
+            for r in expired {
+                tracing::warn!(lock = %r.watched.key, holder = %r.watched.field, "lock lost: no renewal was confirmed within its lease");
+                if let Some(live) = registry.upgrade() {
+                    live.remove(&r.watched, &r.lease);
+                }
+            }
+            for batch in due.chunks(batch_size) {
+                renew_batch(&registry, &conn, &lease_ms, lease, batch).await;
+            }
+        }
+    }
+}
+
+struct Renew {
+    watched: Watched,
+    lease: Arc<Lease>,
+    renewal: Arc<dyn Renewal>,
+}
+
+/// Renews one batch of holds of one kind: confirms the lease of every hold still held,
+/// reports the others lost.
+async fn renew_batch(
+    registry: &Weak<Registry>,
+    conn: &Conn,
+    lease_ms: &str,
+    lease: Duration,
+    batch: &[&Renew],
+) {
+    let Some(first) = batch.first() else {
+        return;
+    };
+    let mut invocation = first.renewal.script().prepare_invoke();
+    invocation.arg(lease_ms);
+    for r in batch {
+        r.renewal
+            .add(&mut invocation, &r.watched.key, &r.watched.field);
+    }
+    let sent = Instant::now();
+    let call = Call::write("renew", &first.watched.key, &invocation).idempotent();
+    let replies = match conn.call(call).await {
+        Ok(Value::Array(replies)) if replies.len() == batch.len() => replies,
+        Ok(other) => {
+            tracing::warn!(reply = ?other, kind = first.watched.kind, "unexpected reply from a renewal script");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, holds = batch.len(), "lease renewal failed; retrying at the next tick");
+            return;
+        }
+    };
+    let live = registry.upgrade();
+    for (r, reply) in batch.iter().zip(replies) {
+        if matches!(reply, Value::Int(1)) {
+            r.lease.confirm(sent, lease);
+        } else {
+            tracing::warn!(lock = %r.watched.key, holder = %r.watched.field, "lock lost: the watchdog found its holder gone");
+            r.lease.raise(Loss::Gone);
+            if let Some(live) = &live {
+                live.remove(&r.watched, &r.lease);
+            }
+        }
+    }
+}
