@@ -1,5 +1,5 @@
-//! Test support for redisson-sync: throwaway Redis processes, for the crate's tests, its
-//! examples, the interop scenario runner and the benchmark harness.
+//! Test support for redisson-sync: throwaway Redis processes and a fault-injecting proxy, for
+//! the crate's tests, its examples, the interop scenario runner and the benchmark harness.
 //!
 //! Everything runs on this host, on free ports of 127.0.0.1 (never 6379 or another fixed
 //! port), and every process is started by this crate, ended by its own pid (never by name)
@@ -14,17 +14,27 @@
 //!   yes --appendfsync always`, apply on restart too. [`RedisServer::start`] panics with the
 //!   server's output when it cannot start; [`RedisServer::try_start`] returns the message
 //!   instead.
+//! - [`FaultProxy`]: a TCP proxy in front of one loopback address that passes, delays,
+//!   freezes, drops or resets the traffic ([`Mode`]) of all its connections or only of those
+//!   that sent a pattern ([`FaultProxy::set_mode_for`]), and resets the connection that sends
+//!   a pattern, before or after forwarding it ([`FaultProxy::reset_before`],
+//!   [`FaultProxy::reset_after`], each a one-shot [`Trigger`]). It runs its own tokio runtime
+//!   on its own thread, so sync and async tests can both drive it. There is no `tc netem`
+//!   on the machines these tests run on; this is the user-space substitute.
 //!
 //! ```no_run
-//! use testkit::RedisServer;
+//! use testkit::{FaultProxy, Mode, RedisServer};
 //!
-//! let mut server = RedisServer::start();
-//! let mut con = server.connect();
+//! let server = RedisServer::start();
+//! let proxy = FaultProxy::start(server.addr());
+//! let mut con = redis::Client::open(proxy.url()).unwrap().get_connection().unwrap();
 //! let _: () = redis::cmd("SET").arg("k").arg(1).query(&mut con).unwrap();
-//! server.pause(); // SIGSTOP: connections stay open, nothing answers
-//! server.resume();
+//! proxy.set_mode(Mode::Freeze); // the next reply is held until the mode changes
+//! proxy.set_mode(Mode::Pass);
 //! ```
 
+mod proxy;
 mod server;
 
+pub use proxy::{FaultProxy, Mode, Trigger};
 pub use server::{RedisServer, RedisServerBuilder};
