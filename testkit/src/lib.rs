@@ -3,8 +3,8 @@
 //!
 //! Everything runs on this host, on free ports of 127.0.0.1 (never 6379 or another fixed
 //! port), and every process is started by this crate, ended by its own pid (never by name)
-//! and reaped; its directory is removed when its handle is dropped. `redis-server` must be on
-//! PATH: run `scripts/ensure-redis`.
+//! and reaped; its directory is removed when its handle is dropped. `redis-server` (and, for
+//! a cluster, `redis-cli`) must be on PATH: run `scripts/ensure-redis`.
 //!
 //! - [`RedisServer`]: one `redis-server` child process without persistence (`--save ""
 //!   --appendonly no`) and with `DEBUG` enabled (`--enable-debug-command local`), in its own
@@ -14,6 +14,10 @@
 //!   yes --appendfsync always`, apply on restart too. [`RedisServer::start`] panics with the
 //!   server's output when it cannot start; [`RedisServer::try_start`] returns the message
 //!   instead.
+//! - [`RedisCluster`]: N masters (default 3) with R replicas each (default 0), created with
+//!   `redis-cli --cluster create` and ready once every node reports `cluster_state:ok` and
+//!   the same slots; it finds the master of a key ([`RedisCluster::node_for_key`]) and stops,
+//!   pauses or resumes single nodes.
 //! - [`FaultProxy`]: a TCP proxy in front of one loopback address that passes, delays,
 //!   freezes, drops or resets the traffic ([`Mode`]) of all its connections or only of those
 //!   that sent a pattern ([`FaultProxy::set_mode_for`]), and resets the connection that sends
@@ -33,8 +37,10 @@
 //! proxy.set_mode(Mode::Pass);
 //! ```
 
+mod cluster;
 mod proxy;
 mod server;
 
+pub use cluster::{ClusterNode, RedisCluster, RedisClusterBuilder, Role};
 pub use proxy::{FaultProxy, Mode, Trigger};
 pub use server::{RedisServer, RedisServerBuilder};

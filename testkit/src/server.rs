@@ -300,6 +300,21 @@ impl Drop for RedisServer {
     }
 }
 
+/// A blocking connection to `server` whose connect, reads and writes time out after `timeout`.
+pub(crate) fn connect_with_timeout(
+    server: &RedisServer,
+    timeout: Duration,
+) -> Result<redis::Connection, String> {
+    let con = server
+        .redis_client()
+        .get_connection_with_timeout(timeout)
+        .map_err(|e| format!("connect to {}: {e}", server.url()))?;
+    con.set_read_timeout(Some(timeout))
+        .and_then(|()| con.set_write_timeout(Some(timeout)))
+        .map_err(|e| format!("set timeouts: {e}"))?;
+    Ok(con)
+}
+
 /// Binds 127.0.0.1:0, reads the assigned port and releases it.
 pub(crate) fn free_port() -> Result<u16, String> {
     let listener =
