@@ -32,6 +32,7 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 pub struct RedisServer {
     port: u16,
     dir: PathBuf,
+    config_file: Option<PathBuf>,
     args: Vec<String>,
     child: Option<Child>,
     pid: u32,
@@ -42,6 +43,7 @@ pub struct RedisServer {
 pub struct RedisServerBuilder {
     args: Vec<String>,
     parent_dir: Option<PathBuf>,
+    config: Option<(String, String)>,
 }
 
 impl RedisServerBuilder {
@@ -67,6 +69,13 @@ impl RedisServerBuilder {
         self
     }
 
+    /// Writes `text` to `file_name` in the server's directory and passes that file as the
+    /// first argument of `redis-server` (the configuration file), e.g. for `--sentinel`.
+    pub(crate) fn config_file(mut self, file_name: &str, text: String) -> Self {
+        self.config = Some((file_name.to_owned(), text));
+        self
+    }
+
     /// Starts the server and waits until it answers PING.
     ///
     /// Panics if `redis-server` is not on PATH or the server does not come up within ~10 s
@@ -78,9 +87,21 @@ impl RedisServerBuilder {
     /// [`start`](Self::start), reporting failure as an error message instead of panicking.
     pub fn try_start(self) -> Result<RedisServer, String> {
         let dir = make_dir(self.parent_dir.as_deref())?;
+        let config_file = match &self.config {
+            Some((name, text)) => {
+                let path = dir.join(name);
+                if let Err(e) = fs::write(&path, text) {
+                    let _ = fs::remove_dir_all(&dir);
+                    return Err(format!("write {}: {e}", path.display()));
+                }
+                Some(path)
+            }
+            None => None,
+        };
         let mut server = RedisServer {
             port: 0,
             dir,
+            config_file,
             args: self.args,
             child: None,
             pid: 0,
@@ -272,7 +293,11 @@ impl RedisServer {
         };
         let stdout = log("stdout.log")?;
         let stderr = log("stderr.log")?;
-        let result = Command::new("redis-server")
+        let mut command = Command::new("redis-server");
+        if let Some(config) = &self.config_file {
+            command.arg(config);
+        }
+        let result = command
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
