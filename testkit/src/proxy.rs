@@ -515,7 +515,7 @@ fn reset(stream: TcpStream) {
     drop(stream);
 }
 
-async fn serve(shared: Arc<Shared>, client: TcpStream) {
+async fn serve(shared: Arc<Shared>, mut client: TcpStream) {
     shared.accepted.fetch_add(1, Ordering::SeqCst);
     shared.open.fetch_add(1, Ordering::SeqCst);
     let _open = OpenGuard(&shared);
@@ -525,7 +525,7 @@ async fn serve(shared: Arc<Shared>, client: TcpStream) {
         reset(client);
         return;
     }
-    let upstream =
+    let mut upstream =
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(shared.upstream)).await {
             Ok(Ok(upstream)) => upstream,
             _ => {
@@ -542,7 +542,6 @@ async fn serve(shared: Arc<Shared>, client: TcpStream) {
         mute_down: AtomicBool::new(false),
         down_reads: watch::Sender::new(0),
     };
-    let (mut client, mut upstream) = (client, upstream);
     let reset_wanted = {
         let (client_read, client_write) = client.split();
         let (upstream_read, upstream_write) = upstream.split();
