@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use interop_scenarios::agent::{Agent, Impl};
-use interop_scenarios::server::RedisServer;
+use interop_scenarios::server::{self, RedisServer};
 use redis::Connection;
 
 /// Command-line options.
@@ -166,14 +166,10 @@ impl Env {
     pub fn start(options: Options) -> Result<Self, String> {
         let logs = options.root.join("target/bench-logs");
         std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
-        let server = RedisServer::start(&logs)?;
+        let server = server::start(&logs)?;
         let url = server.url();
-        let port = url
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .ok_or_else(|| format!("no port in {url}"))?;
-        let con = Mutex::new(server.connect()?);
+        let port = server.port();
+        let con = Mutex::new(server.try_connect()?);
         let start = |imp, n| start_agent(&options, &logs, &url, imp, &format!("{imp}#{n}"));
         let rust = [start(Impl::Rust, 1)?, start(Impl::Rust, 2)?];
         let java = [start(Impl::Java, 1)?, start(Impl::Java, 2)?];

@@ -1,9 +1,12 @@
 //! Shared helpers for integration tests (`mod common;` in each test file).
 //!
-//! [`RedisServer`] spawns a private, throwaway `redis-server` child process
-//! on a free port of 127.0.0.1 with persistence disabled and its own temp
-//! directory. It can be stopped/restarted (same port) and paused/resumed
-//! (SIGSTOP/SIGCONT) to simulate outages, and is killed when dropped.
+//! [`RedisServer`] (from the `testkit` workspace crate) spawns a private,
+//! throwaway `redis-server` child process on a free port of 127.0.0.1 with
+//! persistence disabled and its own temp directory. It can be
+//! stopped/restarted (same port) and paused/resumed (SIGSTOP/SIGCONT) to
+//! simulate outages, and is killed when dropped. [`FaultProxy`] (with its
+//! [`Mode`]s) sits between a client and a server to delay, freeze, drop or
+//! reset their traffic.
 //!
 //! `redis-server` must be on PATH (run `scripts/ensure-redis`); tests panic
 //! loudly if it is missing.
@@ -21,29 +24,15 @@
 
 pub mod lua;
 
-use std::fs::{self, File};
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redisson_sync::{Client, Owner};
 
-/// How long to wait for a freshly spawned server to answer PING.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
-/// Poll interval while waiting for the server to come up.
-const POLL_INTERVAL: Duration = Duration::from_millis(10);
-/// How many fresh ports to try if another process grabs ours first.
-const PORT_ATTEMPTS: usize = 5;
-
-const MISSING_REDIS: &str = "redis-server not found on PATH; run scripts/ensure-redis";
-
-static COUNTER: AtomicU64 = AtomicU64::new(0);
+// Not every test file uses the proxy.
+#[allow(unused_imports)]
+pub use testkit::{FaultProxy, Mode, RedisServer};
 
 /// Returns `prefix + ":" + <random hex>`, e.g. `"lock:3f9a0c1d2e4b5a6f"`, so
 /// tests sharing a server (or re-running) never collide on key names.
@@ -228,260 +217,4 @@ pub async fn wait_numsub(raw: &mut MultiplexedConnection, channel: &str, want: i
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-/// A private `redis-server` child process bound to 127.0.0.1 on a free port.
-#[derive(Debug)]
-pub struct RedisServer {
-    port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
-    pid: u32,
-}
-
-impl RedisServer {
-    /// Starts a new server on a free port and waits until it answers PING.
-    ///
-    /// Panics if `redis-server` is not on PATH or the server does not come up
-    /// within ~10 s (the panic message includes the server's output).
-    pub fn start() -> Self {
-        let dir = make_temp_dir();
-        let mut last_failure = String::new();
-        for _ in 0..PORT_ATTEMPTS {
-            let port = free_port();
-            let mut child = match spawn_redis(port, &dir) {
-                Ok(child) => child,
-                Err(msg) => {
-                    let _ = fs::remove_dir_all(&dir);
-                    panic!("{msg}");
-                }
-            };
-            match wait_ready(port, &mut child) {
-                Ok(()) => {
-                    let pid = child.id();
-                    return Self {
-                        port,
-                        dir,
-                        child: Some(child),
-                        pid,
-                    };
-                }
-                Err(reason) => {
-                    kill_and_wait(&mut child);
-                    last_failure = format!("port {port}: {reason}\n{}", server_output(&dir));
-                    // If the server exited on its own this was most likely a
-                    // port race (someone else bound the port): try another.
-                }
-            }
-        }
-        let _ = fs::remove_dir_all(&dir);
-        panic!(
-            "redis-server failed to start after {PORT_ATTEMPTS} attempts; last failure: {last_failure}"
-        );
-    }
-
-    /// The TCP port the server listens on (stable across [`restart`](Self::restart)).
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// `redis://127.0.0.1:<port>`.
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// PID of the current (or, after [`stop`](Self::stop), the last) server process.
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    /// Whether a server process is currently running (i.e. not stopped).
-    pub fn is_running(&self) -> bool {
-        self.child.is_some()
-    }
-
-    /// A fresh `redis::Client` for this server.
-    pub fn redis_client(&self) -> redis::Client {
-        redis::Client::open(self.url()).expect("valid redis URL")
-    }
-
-    /// A raw multiplexed connection, for assertions independent of the
-    /// library under test.
-    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
-        self.redis_client()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url()))
-    }
-
-    /// Kills the server (SIGKILL, simulating a crash) and reaps it.
-    /// Idempotent. Data is lost (persistence is disabled).
-    pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            kill_and_wait(&mut child);
-        }
-    }
-
-    /// Starts the server again on the same port after [`stop`](Self::stop)
-    /// (stops it first if still running) and waits until it answers PING.
-    pub fn restart(&mut self) {
-        self.stop();
-        let mut last_failure = String::new();
-        // The port is ours, but allow a few attempts in case the old socket
-        // lingers briefly.
-        for _ in 0..PORT_ATTEMPTS {
-            let mut child = spawn_redis(self.port, &self.dir).unwrap_or_else(|msg| panic!("{msg}"));
-            match wait_ready(self.port, &mut child) {
-                Ok(()) => {
-                    self.pid = child.id();
-                    self.child = Some(child);
-                    return;
-                }
-                Err(reason) => {
-                    kill_and_wait(&mut child);
-                    last_failure = format!("{reason}\n{}", server_output(&self.dir));
-                    thread::sleep(Duration::from_millis(100));
-                }
-            }
-        }
-        panic!(
-            "redis-server failed to restart on port {}: {last_failure}",
-            self.port
-        );
-    }
-
-    /// Freezes the server with SIGSTOP: connections stay open but nothing is
-    /// answered (simulates a hung server / network stall).
-    pub fn pause(&self) {
-        self.signal("-STOP");
-    }
-
-    /// Resumes a server frozen by [`pause`](Self::pause) (SIGCONT).
-    pub fn resume(&self) {
-        self.signal("-CONT");
-    }
-
-    fn signal(&self, sig: &str) {
-        assert!(self.child.is_some(), "redis-server is not running");
-        let status = Command::new("kill")
-            .args([sig, &self.pid.to_string()])
-            .status()
-            .unwrap_or_else(|e| panic!("run `kill {sig} {}`: {e}", self.pid));
-        assert!(
-            status.success(),
-            "`kill {sig} {}` failed: {status}",
-            self.pid
-        );
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.stop();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Binds 127.0.0.1:0, reads the assigned port and releases it.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local_addr").port()
-}
-
-fn make_temp_dir() -> PathBuf {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!(
-        "redisson-sync-test-{}-{n}-{nanos}",
-        std::process::id()
-    ));
-    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
-    dir
-}
-
-fn spawn_redis(port: u16, dir: &Path) -> Result<Child, String> {
-    let stdout = File::create(dir.join("stdout.log")).expect("create stdout.log");
-    let stderr = File::create(dir.join("stderr.log")).expect("create stderr.log");
-    let result = Command::new("redis-server")
-        .args(["--port", &port.to_string()])
-        .args(["--bind", "127.0.0.1"])
-        .args(["--save", ""])
-        .args(["--appendonly", "no"])
-        .args(["--daemonize", "no"])
-        .args(["--enable-debug-command", "local"])
-        .arg("--dir")
-        .arg(dir)
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        .spawn();
-    result.map_err(|e| match e.kind() {
-        ErrorKind::NotFound => MISSING_REDIS.to_owned(),
-        _ => format!("failed to spawn redis-server: {e}"),
-    })
-}
-
-/// Polls until the server accepts a connection and replies `+PONG` to PING.
-fn wait_ready(port: u16, child: &mut Child) -> Result<(), String> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let deadline = Instant::now() + STARTUP_TIMEOUT;
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("redis-server exited early with {status}"));
-        }
-        if ping(addr) {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(format!(
-                "redis-server did not answer PING within {STARTUP_TIMEOUT:?}"
-            ));
-        }
-        thread::sleep(POLL_INTERVAL);
-    }
-}
-
-/// One raw RESP PING round trip; true only for a `+PONG` reply.
-fn ping(addr: SocketAddr) -> bool {
-    let timeout = Duration::from_millis(500);
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr, timeout) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(timeout));
-    let _ = stream.set_write_timeout(Some(timeout));
-    if stream.write_all(b"*1\r\n$4\r\nPING\r\n").is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 64];
-    let mut len = 0;
-    while len < buf.len() {
-        match stream.read(&mut buf[len..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                len += n;
-                if buf[..len].ends_with(b"\r\n") {
-                    break;
-                }
-            }
-        }
-    }
-    buf[..len].starts_with(b"+PONG")
-}
-
-fn kill_and_wait(child: &mut Child) {
-    // Child::kill sends SIGKILL to this pid only (works on SIGSTOPped
-    // processes too); ignore "already exited".
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-fn server_output(dir: &Path) -> String {
-    let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
-    format!(
-        "--- redis-server stdout ---\n{}--- redis-server stderr ---\n{}",
-        read("stdout.log"),
-        read("stderr.log")
-    )
 }

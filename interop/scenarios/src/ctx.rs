@@ -9,7 +9,7 @@ use redis::Connection;
 use serde_json::{Value, json};
 
 use crate::agent::{Agent, Impl};
-use crate::server::RedisServer;
+use crate::server::{self, RedisServer};
 
 /// The watchdog of the long-lived agents: far longer than any scenario, so a lock is never
 /// freed by expiry unless a scenario asks for a lease.
@@ -77,7 +77,7 @@ impl Ctx {
         let root = options.root.clone();
         let logs = root.join("target/interop-logs").join(&options.redisson);
         std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
-        let server = RedisServer::start(&logs)?;
+        let server = server::start(&logs)?;
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
@@ -127,7 +127,7 @@ impl Ctx {
 
     /// A connection for looking at what Redis holds.
     pub fn con(&self) -> Result<Connection, String> {
-        self.server.connect()
+        self.server.try_connect()
     }
 
     /// An owner number no earlier scenario used, so an owner left blocked by a failed

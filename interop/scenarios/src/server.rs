@@ -1,84 +1,17 @@
-//! A private, throwaway `redis-server` on a free port of 127.0.0.1, killed (by its own pid)
-//! when dropped, plus the raw queries the scenarios use to look at what Redis holds.
+//! The scenarios' private, throwaway `redis-server` (testkit's [`RedisServer`]: a free port of
+//! 127.0.0.1, killed by its own pid when dropped), plus the raw queries the scenarios use to
+//! look at what Redis holds.
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use redis::{Connection, Value};
 
-pub struct RedisServer {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
+pub use testkit::RedisServer;
 
-impl RedisServer {
-    /// Starts `redis-server` without persistence, its files in a fresh directory under `logs`.
-    pub fn start(logs: &Path) -> Result<Self, String> {
-        let mut last = String::new();
-        for _ in 0..5 {
-            let port = free_port()?;
-            let dir = logs.join(format!("redis-{port}"));
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let log = std::fs::File::create(dir.join("redis.log")).map_err(|e| e.to_string())?;
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .stdout(log)
-                .stderr(Stdio::inherit())
-                .spawn()
-                .map_err(|e| {
-                    format!("cannot start redis-server (run scripts/ensure-redis): {e}")
-                })?;
-            let mut server = Self { child, port, dir };
-            let started = Instant::now();
-            while started.elapsed() < Duration::from_secs(10) {
-                if let Ok(Some(status)) = server.child.try_wait() {
-                    last = format!("redis-server on port {port} exited: {status}");
-                    break;
-                }
-                if let Ok(mut con) = server.connect()
-                    && redis::cmd("PING").query::<String>(&mut con).is_ok()
-                {
-                    return Ok(server);
-                }
-                thread::sleep(Duration::from_millis(20));
-            }
-            if last.is_empty() {
-                last = format!("redis-server on port {port} did not answer PING within 10 s");
-            }
-        }
-        Err(last)
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    pub fn connect(&self) -> Result<Connection, String> {
-        let client = redis::Client::open(self.url()).map_err(|e| e.to_string())?;
-        client
-            .get_connection_with_timeout(Duration::from_secs(2))
-            .map_err(|e| e.to_string())
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> Result<u16, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
+/// Starts `redis-server` without persistence, its files in a fresh directory under `logs`
+/// (removed when the server is dropped).
+pub fn start(logs: &Path) -> Result<RedisServer, String> {
+    RedisServer::builder().dir_in(logs).try_start()
 }
 
 /// What Redis holds under one key, as a scenario compares it.

@@ -1,0 +1,206 @@
+//! [`RedisSentinel`]: a throwaway master, replica and three Sentinels on one host.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::server::{RedisServer, connect_with_timeout};
+
+/// The name the Sentinels monitor the master under.
+const MASTER_NAME: &str = "mymaster";
+/// How many Sentinels, and how many must agree the master is down.
+const SENTINELS: usize = 3;
+const QUORUM: usize = 2;
+/// How long the setup may take to settle.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one query of one process may take.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One master, one replica and three Sentinels (quorum 2, `down-after-milliseconds 1000`,
+/// `failover-timeout 3000`), every one a private `redis-server` process ([`RedisServer`]) on a
+/// free port of 127.0.0.1. The Sentinels run `redis-server <generated conf> --sentinel`.
+///
+/// [`start`](Self::start) returns once every Sentinel reports the master, knows the replica
+/// and the two other Sentinels, and the replica's link to the master is up. Dropping it kills
+/// every process by its pid and removes their directories.
+///
+/// [`master`](Self::master) and [`replicas`](Self::replicas) are the processes as started;
+/// after a failover, [`current_master_addr`](Self::current_master_addr) says which one the
+/// Sentinels now point at.
+#[derive(Debug)]
+pub struct RedisSentinel {
+    master: RedisServer,
+    replicas: Vec<RedisServer>,
+    sentinels: Vec<RedisServer>,
+}
+
+impl RedisSentinel {
+    /// Starts the processes and waits (up to 30 s) until they have settled; panics on failure.
+    pub fn start() -> Self {
+        Self::try_start().unwrap_or_else(|msg| panic!("{msg}"))
+    }
+
+    /// [`start`](Self::start), reporting failure as an error message instead of panicking.
+    pub fn try_start() -> Result<Self, String> {
+        let data_args = ["--repl-diskless-sync-delay", "0"];
+        let master = RedisServer::builder().args(&data_args).try_start()?;
+        let master_port = master.port().to_string();
+        let replica = RedisServer::builder()
+            .args(&data_args)
+            .args(&["--replicaof", "127.0.0.1", &master_port])
+            .try_start()?;
+        let conf = format!(
+            "sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} {QUORUM}\n\
+             sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+             sentinel failover-timeout {MASTER_NAME} 3000\n"
+        );
+        let sentinels = (0..SENTINELS)
+            .map(|_| {
+                RedisServer::builder()
+                    .config_file("sentinel.conf", conf.clone())
+                    .arg("--sentinel")
+                    .try_start()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let setup = Self {
+            master,
+            replicas: vec![replica],
+            sentinels,
+        };
+        setup.wait_settled()?;
+        Ok(setup)
+    }
+
+    /// `redis://127.0.0.1:<port>` of every Sentinel.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(RedisServer::url).collect()
+    }
+
+    /// The name the Sentinels know the master by (`mymaster`).
+    pub fn master_name(&self) -> &str {
+        MASTER_NAME
+    }
+
+    /// The process started as the master.
+    pub fn master(&self) -> &RedisServer {
+        &self.master
+    }
+
+    /// The processes started as replicas (one).
+    pub fn replicas(&self) -> &[RedisServer] {
+        &self.replicas
+    }
+
+    /// The Sentinel processes (three).
+    pub fn sentinels(&self) -> &[RedisServer] {
+        &self.sentinels
+    }
+
+    /// Freezes the started master with SIGSTOP; the Sentinels fail over after about 1 s of
+    /// silence (plus the election).
+    pub fn pause_master(&self) {
+        self.master.pause();
+    }
+
+    /// Resumes the started master after [`pause_master`](Self::pause_master) (SIGCONT).
+    pub fn resume_master(&self) {
+        self.master.resume();
+    }
+
+    /// Kills the started master (SIGKILL).
+    pub fn stop_master(&mut self) {
+        self.master.stop();
+    }
+
+    /// The master address the first answering Sentinel reports now
+    /// (`SENTINEL GET-MASTER-ADDR-BY-NAME`).
+    pub fn current_master_addr(&self) -> Result<SocketAddr, String> {
+        let mut failures = Vec::new();
+        for sentinel in self.sentinels.iter().filter(|s| s.is_running()) {
+            match master_addr(sentinel) {
+                Ok(addr) => return Ok(addr),
+                Err(e) => failures.push(e),
+            }
+        }
+        Err(format!("no Sentinel answered: {}", failures.join("; ")))
+    }
+
+    fn wait_settled(&self) -> Result<(), String> {
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        loop {
+            let last = match self.settled() {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "the Sentinel setup did not settle within {SETTLE_TIMEOUT:?}: {last}"
+                ));
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn settled(&self) -> Result<(), String> {
+        for replica in &self.replicas {
+            let mut con = connect_with_timeout(replica, QUERY_TIMEOUT)?;
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut con)
+                .map_err(|e| format!("INFO replication: {e}"))?;
+            if !info.lines().any(|l| l.trim() == "master_link_status:up") {
+                return Err(format!("replica {} link is not up", replica.port()));
+            }
+        }
+        for sentinel in &self.sentinels {
+            let addr = master_addr(sentinel)?;
+            if addr != self.master.addr() {
+                return Err(format!(
+                    "Sentinel {} reports master {addr}",
+                    sentinel.port()
+                ));
+            }
+            let mut con = connect_with_timeout(sentinel, QUERY_TIMEOUT)?;
+            let fields: HashMap<String, String> = redis::cmd("SENTINEL")
+                .arg("MASTER")
+                .arg(MASTER_NAME)
+                .query(&mut con)
+                .map_err(|e| format!("SENTINEL MASTER: {e}"))?;
+            let count = |name: &str| {
+                fields
+                    .get(name)
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0)
+            };
+            if count("num-slaves") < self.replicas.len()
+                || count("num-other-sentinels") < SENTINELS - 1
+            {
+                return Err(format!(
+                    "Sentinel {} knows {} replicas and {} other Sentinels",
+                    sentinel.port(),
+                    count("num-slaves"),
+                    count("num-other-sentinels")
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn master_addr(sentinel: &RedisServer) -> Result<SocketAddr, String> {
+    let mut con = connect_with_timeout(sentinel, QUERY_TIMEOUT)?;
+    let reply: Option<(String, u16)> = redis::cmd("SENTINEL")
+        .arg("GET-MASTER-ADDR-BY-NAME")
+        .arg(MASTER_NAME)
+        .query(&mut con)
+        .map_err(|e| format!("Sentinel {}: {e}", sentinel.port()))?;
+    let (host, port) =
+        reply.ok_or_else(|| format!("Sentinel {} does not know the master", sentinel.port()))?;
+    format!("{host}:{port}").parse().map_err(|e| {
+        format!(
+            "Sentinel {}: bad address {host}:{port}: {e}",
+            sentinel.port()
+        )
+    })
+}
