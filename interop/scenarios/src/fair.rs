@@ -1,5 +1,5 @@
 //! The fair-lock scenarios (issue 4): Rust and Java waiters share Redisson's `RFairLock` queue
-//! (REDISSON_LAYOUT.md §4): arrival order across languages with Redisson's deadline
+//! (docs/LAYOUT.md §4): arrival order across languages with Redisson's deadline
 //! arithmetic, wake-ups of the queue's head only, a crashed head purged after its slot, and a
 //! mixed stress. A child module of `scenarios`, whose helpers and macros it uses.
 
