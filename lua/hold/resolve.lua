@@ -7,13 +7,15 @@
 -- ARGV[1] = holder field F the request was for
 -- ARGV[2] = TTL of the fence in milliseconds (longer than the request could still be in
 --           flight)
--- ARGV[3] = the hold count of F that the request leaves if it ran (the count it was sent
---           against, plus one for an acquire, minus one for a release)
+-- ARGV[3] = a hold count of F that proves the request ran (an acquire: the count it was sent
+--           against plus one; a release: that count minus one, while it is not 0, since a
+--           lease running out also leaves 0), or -1 when no count would prove it
 --
 -- Reply: the hold count of F in N (0 when F or N is absent, or N is not a hash). Effect: the
 --        fence is set, so the request, if it arrives later, does nothing; the count read in
 --        the same step tells the client whether the request ran before. When the count is
---        ARGV[3] the request ran, and it runs only once: the fence is deleted again.
+--        ARGV[3] the request ran, and it runs only once: the fence is deleted again; otherwise
+--        it stays until its TTL.
 redis.call('set', KEYS[2], 1, 'px', ARGV[2])
 local held = redis.pcall('hget', KEYS[1], ARGV[1])
 if type(held) == 'table' then

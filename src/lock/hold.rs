@@ -70,9 +70,10 @@ impl HoldSpec {
     }
 
     /// Fences `fence` and reads the holder field's count, in one script, retrying transient
-    /// errors (bounded; at most once more after a shutdown). `if_ran` is the count the request
-    /// leaves when it ran; the fence is removed again then (it has nothing left to stop).
-    async fn fence_and_count(&self, fence: &str, if_ran: u32) -> Result<u32> {
+    /// errors (bounded; at most once more after a shutdown). `proof` is a count that proves
+    /// the request ran (it runs only once): the fence is removed again then, having nothing
+    /// left to stop.
+    async fn fence_and_count(&self, fence: &str, proof: Option<u32>) -> Result<u32> {
         let started = Instant::now();
         let mut backoff =
             Backoff::exponential(Duration::from_millis(10), Duration::from_millis(500), 2);
@@ -83,7 +84,7 @@ impl HoldSpec {
                 .key(fence)
                 .arg(&*self.field)
                 .arg(self.fence_ttl_ms())
-                .arg(if_ran);
+                .arg(proof.map_or(-1, i64::from));
             let call = Call::write("resolve", &self.name, &invocation).idempotent();
             match self.shared.conn.call(call).await {
                 Ok(Value::Int(n)) => return Ok(u32::try_from(n).unwrap_or(0)),
@@ -212,7 +213,10 @@ impl Acquire for LockAcquire {
                 sent,
             } = pending;
             // On error `op` is dropped unresolved: the slot is marked tainted.
-            let count = self.spec.fence_and_count(&fence, op.held() + 1).await?;
+            let count = self
+                .spec
+                .fence_and_count(&fence, Some(op.held() + 1))
+                .await?;
             if count == op.held() + 1 {
                 // The request ran: it granted exactly on top of the holds the client counts.
                 let held = self.grant(op, sent);
@@ -284,9 +288,11 @@ pub(crate) async fn release(spec: &HoldSpec, lease: &Arc<Lease>) -> Result<()> {
             Err(e) if e.outcome_unknown() && request.was_sent() => {
                 // On error `op` is dropped unresolved: the slot is marked tainted.
                 let before = op.held();
-                let count = spec
-                    .fence_and_count(&fence, before.saturating_sub(1))
-                    .await?;
+                // A count one lower proves the release ran only while holds remain: a count of
+                // 0 may also be the lease running out, and then the release may still land
+                // later, on a newer hold of this owner; its fence must stay for that.
+                let proof = (before >= 2).then(|| before - 1);
+                let count = spec.fence_and_count(&fence, proof).await?;
                 if count + 1 == before {
                     op.released(lease);
                     return Ok(());

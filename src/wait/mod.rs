@@ -514,3 +514,6 @@ impl<A: Acquire> Drop for GiveUp<A> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -622,14 +622,15 @@ impl Conn {
         }
     }
 
-    /// Reads client→server chunks and queues those to forward.
+    /// Reads client→server chunks and queues those to forward. When the client closes or
+    /// resets its side, what it sent before is still delivered (it was "in the network"), with
+    /// its delay; then the server side is closed.
     async fn read_up(&self, mut input: ReadHalf<'_>, queue: mpsc::UnboundedSender<Chunk>) {
         let mut buf = vec![0; READ_BUF];
         loop {
             let n = match input.read(&mut buf).await {
-                Ok(0) => return,
+                Ok(0) | Err(_) => return,
                 Ok(n) => n,
-                Err(_) => return self.fail().await,
             };
             let read_at = Instant::now();
             let chunk = |reset_after| Chunk {
