@@ -48,6 +48,18 @@ struct Slot {
 }
 
 impl Slot {
+    /// Stops counting one guard with `lease`; `false` if none was counted.
+    fn forget_lease(&mut self, lease: &Arc<Lease>) -> bool {
+        let found = self
+            .leases
+            .iter()
+            .position(|l| std::ptr::eq(l.as_ptr(), Arc::as_ptr(lease)));
+        if let Some(i) = found {
+            self.leases.swap_remove(i);
+        }
+        found.is_some()
+    }
+
     fn idle(&self) -> bool {
         !self.busy && self.waiting == 0 && self.held == 0 && self.leases.is_empty()
     }
@@ -165,25 +177,27 @@ impl Op {
         self.tainted
     }
 
-    /// Redis says the field has `actual` holds where the client counted [`held`](Self::held):
-    /// the holds the client lost track of are gone, so their guards are reported lost, and the
-    /// operation goes on from `actual`.
+    /// Redis says the field has `actual` holds where the client counted [`held`](Self::held),
+    /// and the operation goes on from `actual`. Fewer: the holds the client lost track of are
+    /// gone (expired, force-unlocked), so the guards of this field are reported lost. More:
+    /// holds no guard owns any more (given up with `forget`, or granted by an acquire that
+    /// could not be resolved) still count, as Redisson counts them; they expire with their
+    /// lease once no guard keeps the lock renewed.
     pub(crate) fn correct(&mut self, actual: u32) {
         if actual == self.held {
             return;
         }
-        tracing::warn!(lock = %self.key.name, holder = %self.key.field, counted = self.held, actual, "hold count differs from Redis: the older holds are lost");
         let mut slots = self.holds.slots();
         let slot = slots.entry(self.key.clone()).or_default();
-        for lease in slot.leases.drain(..).filter_map(|l| l.upgrade()) {
-            lease.raise(Loss::Gone);
+        if actual < self.held {
+            tracing::warn!(lock = %self.key.name, holder = %self.key.field, counted = self.held, actual, "hold count differs from Redis: the older holds are lost");
+            for lease in slot.leases.drain(..).filter_map(|l| l.upgrade()) {
+                lease.raise(Loss::Gone);
+            }
+        } else {
+            tracing::debug!(lock = %self.key.name, holder = %self.key.field, counted = self.held, actual, "holds without a guard still count");
         }
         slot.held = actual;
-        if actual > 0 {
-            // Holds no guard owns: they expire with their lease.
-            slot.tainted = true;
-            self.tainted = true;
-        }
         self.held = actual;
     }
 
@@ -195,17 +209,11 @@ impl Op {
         });
     }
 
-    /// The operation released the hold whose guard has `lease`.
+    /// The operation released one hold, the one of the guard with `lease`.
     pub(crate) fn released(mut self, lease: &Arc<Lease>) {
         self.finish(|slot| {
             slot.held = slot.held.saturating_sub(1);
-            if let Some(i) = slot
-                .leases
-                .iter()
-                .position(|l| std::ptr::eq(l.as_ptr(), Arc::as_ptr(lease)))
-            {
-                slot.leases.swap_remove(i);
-            }
+            slot.forget_lease(lease);
         });
     }
 
@@ -214,13 +222,14 @@ impl Op {
         self.finish(|_| {});
     }
 
-    /// A guard of these holds gives its hold up without a release (`forget`, a lost lease):
-    /// the client stops counting it.
+    /// A guard gives its hold up without a release (`forget`, a lease found gone): the
+    /// client stops counting it, unless a correction already did (its lease is no longer
+    /// counted then).
     pub(crate) fn forgotten(mut self, lease: &Arc<Lease>) {
         self.finish(|slot| {
-            slot.held = slot.held.saturating_sub(1);
-            slot.leases
-                .retain(|l| !std::ptr::eq(l.as_ptr(), Arc::as_ptr(lease)));
+            if slot.forget_lease(lease) {
+                slot.held = slot.held.saturating_sub(1);
+            }
         });
     }
 

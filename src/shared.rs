@@ -80,9 +80,30 @@ impl Shared {
         }
     }
 
-    /// A fresh request id, unique to this client: 32 lowercase hex digits, like Redisson's.
-    pub(crate) fn request_id(&self) -> String {
+    /// Appends a fresh request id, unique to this client, to `out`: 32 lowercase hex digits,
+    /// like Redisson's (this client's random prefix, then a counter).
+    pub(crate) fn push_request_id(&self, out: &mut String) {
         let n = self.requests.fetch_add(1, Ordering::Relaxed);
-        format!("{:016x}{n:016x}", self.request_prefix)
+        push_hex(out, self.request_prefix);
+        push_hex(out, n);
+    }
+}
+
+/// Appends `n` as 16 lowercase hex digits.
+fn push_hex(out: &mut String, n: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for shift in (0..16).rev() {
+        out.push(char::from(DIGITS[((n >> (shift * 4)) & 0xf) as usize]));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hex_is_sixteen_lowercase_digits() {
+        let mut s = String::new();
+        super::push_hex(&mut s, 0x0123_4567_89ab_cdef);
+        super::push_hex(&mut s, 42);
+        assert_eq!(s, "0123456789abcdef000000000000002a");
     }
 }

@@ -1,6 +1,7 @@
 //! How long a guard vouches for its hold (`LockGuard::valid_until`) and when it reports the
 //! hold lost without any help from Redis: for an explicit lease at its end, for a watchdog
-//! hold when no renewal is confirmed in time.
+//! hold when no renewal is confirmed in time; and how the client's count of its own holds
+//! keeps stale guards from releasing newer holds.
 
 mod common;
 
@@ -93,5 +94,66 @@ async fn renewals_move_validity_forward_and_a_partition_stops_it() {
     proxy.set_mode(Mode::Pass);
     let err = guard.unlock().await.unwrap_err();
     assert!(err.is_not_held(), "{err}");
+    client.shutdown().await;
+}
+
+/// A hold given up with `forget` still counts in Redis: the same owner's next acquire is a
+/// re-entry (count 2), as in Redisson, and its guard is valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_hold_still_counts_and_the_owner_re_enters() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = Client::open(server.url()).unwrap();
+    let name = unique_name("validity-forget");
+    let opts = LockOptions::new().owner(redisson_sync::Owner::new(3));
+    let lock = client.lock(&name);
+    lock.lock_with_options(&opts).await.unwrap().forget();
+    let g = lock.lock_with_options(&opts).await.unwrap();
+    assert!(!g.is_lost());
+    let field = format!("{}:3", client.id());
+    assert_eq!(
+        common::hash(&mut raw, &name).await,
+        vec![(field.clone(), "2".to_owned())]
+    );
+    g.unlock().await.unwrap();
+    assert_eq!(
+        common::hash(&mut raw, &name).await,
+        vec![(field, "1".to_owned())]
+    );
+    lock.force_unlock().await.unwrap();
+    client.shutdown().await;
+}
+
+/// A hold force-unlocked behind the client's back: the owner's next acquire finds the real
+/// count (0) and takes the lock anew; the old guard reports lost, and its unlock does not
+/// release the new hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_guard_never_releases_the_owners_new_hold() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = Client::open(server.url()).unwrap();
+    let name = unique_name("validity-stale");
+    let opts = LockOptions::new()
+        .owner(redisson_sync::Owner::new(4))
+        .lease(Duration::from_secs(60));
+    let lock = client.lock(&name);
+    let old = lock.lock_with_options(&opts).await.unwrap();
+    let () = redis::AsyncCommands::del(&mut raw, &name).await.unwrap();
+    let new = lock.lock_with_options(&opts).await.unwrap();
+    assert!(old.is_lost());
+    assert!(!new.is_lost());
+    let err = old.unlock().await.unwrap_err();
+    assert!(
+        matches!(err, redisson_sync::Error::LeaseLost { .. }),
+        "{err}"
+    );
+    let field = format!("{}:4", client.id());
+    assert_eq!(
+        common::hash(&mut raw, &name).await,
+        vec![(field, "1".to_owned())],
+        "the new hold is intact"
+    );
+    new.unlock().await.unwrap();
+    assert!(!common::exists(&mut raw, &name).await);
     client.shutdown().await;
 }

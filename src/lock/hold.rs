@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::holds::Op;
 use crate::owner::Owner;
 use crate::shared::Shared;
-use crate::wait::{Acquire, Backoff, BoxFuture, Step};
+use crate::wait::{Acquire, Backoff, BoxFuture, Step, Strategy};
 use crate::watchdog::{Lease, Loss};
 
 /// `lua/hold/resolve.lua`: fences a request and reads the holder field's count.
@@ -54,7 +54,7 @@ impl HoldSpec {
     fn fence(&self) -> String {
         let mut fence = String::with_capacity(self.fence_prefix.len() + 32);
         fence.push_str(&self.fence_prefix);
-        fence.push_str(&self.shared.request_id());
+        self.shared.push_request_id(&mut fence);
         fence
     }
 
@@ -145,6 +145,10 @@ impl LockAcquire {
 impl Acquire for LockAcquire {
     type Grant = Held;
     type Pending = PendingAcquire;
+
+    fn strategy(&self) -> Strategy {
+        self.spec.kind.strategy(&self.spec)
+    }
 
     fn attempt(
         &self,

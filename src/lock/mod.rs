@@ -98,13 +98,12 @@ impl LockCore {
             lease_ms,
             fence_prefix: self.fence_prefix.clone(),
         };
-        let strategy = self.kind.strategy(&spec);
         let acquire = Arc::new(LockAcquire {
             spec,
             owner,
             explicit_lease,
         });
-        let held = crate::wait::acquire(&self.shared, acquire, strategy, wait).await?;
+        let held = crate::wait::acquire(&self.shared, acquire, wait).await?;
         Ok(held.map(LockGuard::new))
     }
 

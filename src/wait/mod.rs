@@ -65,6 +65,10 @@ pub(crate) trait Acquire: Send + Sync + 'static {
     /// What an attempt of unknown outcome keeps until it is resolved.
     type Pending: Send + 'static;
 
+    /// How a waiter waits between attempts (asked only when the first attempt found the
+    /// primitive busy).
+    fn strategy(&self) -> Strategy;
+
     /// Makes one attempt. `wait` is the caller's whole wait (`Some(ZERO)`: a single attempt,
     /// `None`: no deadline); `limit` bounds the wait for its reply.
     fn attempt(
@@ -110,7 +114,6 @@ pub(crate) enum Strategy {
 pub(crate) async fn acquire<A: Acquire>(
     shared: &Arc<Shared>,
     acq: Arc<A>,
-    strategy: Strategy,
     wait: Option<Duration>,
 ) -> Result<Option<A::Grant>> {
     shared.ensure_open()?;
@@ -142,7 +145,7 @@ pub(crate) async fn acquire<A: Acquire>(
     if single {
         return Ok(None);
     }
-    let result = match strategy {
+    let result = match waiter.acq.strategy() {
         Strategy::PubSub { channel, policy } => waiter.by_messages(&channel, policy).await,
         Strategy::Backoff(backoff) => waiter.by_backoff(backoff).await,
     };

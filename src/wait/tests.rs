@@ -34,6 +34,14 @@ impl Acquire for Fake {
     type Grant = u64;
     type Pending = u64;
 
+    fn strategy(&self) -> Strategy {
+        Strategy::Backoff(Backoff::exponential(
+            Duration::from_millis(1),
+            Duration::from_millis(4),
+            2,
+        ))
+    }
+
     fn attempt(&self, _wait: Option<Duration>, _limit: Duration) -> BoxFuture<'_, Step<u64, u64>> {
         Box::pin(async move {
             let n = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
@@ -82,14 +90,6 @@ fn shared() -> Arc<Shared> {
     Arc::new(Shared::new(config, tasks).unwrap())
 }
 
-fn polling() -> Strategy {
-    Strategy::Backoff(Backoff::exponential(
-        Duration::from_millis(1),
-        Duration::from_millis(4),
-        2,
-    ))
-}
-
 #[tokio::test]
 async fn a_grant_carries_the_primitives_value_after_busy_attempts() {
     let shared = shared();
@@ -97,9 +97,7 @@ async fn a_grant_carries_the_primitives_value_after_busy_attempts() {
         grant_on: 4,
         ..Fake::default()
     });
-    let got = acquire(&shared, fake.clone(), polling(), None)
-        .await
-        .unwrap();
+    let got = acquire(&shared, fake.clone(), None).await.unwrap();
     assert_eq!(got, Some(4));
     assert_eq!(fake.attempts.load(Ordering::SeqCst), 4);
     assert!(fake.undone.lock().unwrap().is_empty());
@@ -113,7 +111,7 @@ async fn a_single_attempt_never_waits() {
         trace: true,
         ..Fake::default()
     });
-    let got = acquire(&shared, fake.clone(), polling(), Some(Duration::ZERO))
+    let got = acquire(&shared, fake.clone(), Some(Duration::ZERO))
         .await
         .unwrap();
     assert_eq!(got, None);
@@ -130,14 +128,9 @@ async fn a_wait_that_runs_out_gives_up_and_cleans_up() {
         trace: true,
         ..Fake::default()
     });
-    let got = acquire(
-        &shared,
-        fake.clone(),
-        polling(),
-        Some(Duration::from_millis(30)),
-    )
-    .await
-    .unwrap();
+    let got = acquire(&shared, fake.clone(), Some(Duration::from_millis(30)))
+        .await
+        .unwrap();
     assert_eq!(got, None);
     assert!(fake.attempts.load(Ordering::SeqCst) > 1);
     assert_eq!(fake.gave_up.load(Ordering::SeqCst), 1);
@@ -154,7 +147,7 @@ async fn a_grant_nobody_received_is_undone() {
     // The caller leaves while the attempt is in flight.
     let left = tokio::time::timeout(
         Duration::from_millis(10),
-        acquire(&shared, fake.clone(), polling(), None),
+        acquire(&shared, fake.clone(), None),
     )
     .await;
     assert!(left.is_err());
@@ -171,9 +164,7 @@ async fn an_unknown_outcome_is_resolved_before_the_next_attempt() {
         script: vec![(1, Scripted::Unknown { ran: true })],
         ..Fake::default()
     });
-    let got = acquire(&shared, fake.clone(), polling(), None)
-        .await
-        .unwrap();
+    let got = acquire(&shared, fake.clone(), None).await.unwrap();
     assert_eq!(got, Some(1));
     assert_eq!(fake.resolved.load(Ordering::SeqCst), 1);
     assert_eq!(fake.attempts.load(Ordering::SeqCst), 1);
@@ -184,7 +175,7 @@ async fn an_unknown_outcome_is_resolved_before_the_next_attempt() {
         script: vec![(1, Scripted::Unknown { ran: false })],
         ..Fake::default()
     });
-    let got = acquire(&shared, fake.clone(), polling(), Some(Duration::ZERO))
+    let got = acquire(&shared, fake.clone(), Some(Duration::ZERO))
         .await
         .unwrap();
     assert_eq!(got, Some(2));
@@ -199,9 +190,7 @@ async fn a_wait_too_long_for_the_clock_has_no_deadline() {
         script: vec![(2, Scripted::Busy)],
         ..Fake::default()
     });
-    let got = acquire(&shared, fake, polling(), Some(Duration::MAX))
-        .await
-        .unwrap();
+    let got = acquire(&shared, fake, Some(Duration::MAX)).await.unwrap();
     assert_eq!(got, Some(3));
 }
 
@@ -210,9 +199,7 @@ async fn a_shut_down_client_refuses_at_once() {
     let shared = shared();
     shared.tasks.shut_down();
     let fake = Arc::new(Fake::default());
-    let err = acquire(&shared, fake.clone(), polling(), None)
-        .await
-        .unwrap_err();
+    let err = acquire(&shared, fake.clone(), None).await.unwrap_err();
     assert!(err.is_shutdown());
     assert_eq!(fake.attempts.load(Ordering::SeqCst), 0);
 }
