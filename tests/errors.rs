@@ -605,7 +605,7 @@ impl Writes {
     /// As many releases ran as grants: every grant was undone.
     fn all_undone(&self, kind: Kind) -> bool {
         match kind {
-            Kind::Lock => self.hincrby % 2 == 0,
+            Kind::Lock => self.hincrby.is_multiple_of(2),
             _ => self.hset == self.hincrby * Self::hsets_per_grant(kind),
         }
     }
