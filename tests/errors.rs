@@ -2,13 +2,23 @@
 //! leaves: unlock by a non-holder, a lock name holding another Redis type, zero durations and
 //! invalid settings, Redis unreachable or stalled, and use after shutdown. Contention is not an
 //! error (`Ok(None)`), which the tests of the lock itself cover.
+//!
+//! Every test of a lock operation runs once per lock kind (`common::Kind`, `per_kind!`); the
+//! tests of errors, settings and URLs alone do not take a lock. Kind-specific: the halves of a
+//! read-write lock read the `mode` field in `is_locked` and `force_unlock`, so on a key of
+//! another type those report `WrongType` where the lock and the fair lock run `EXISTS` / `DEL`;
+//! the grants and releases the stalled-Redis tests count are made of different commands per kind
+//! (see `Writes`); waiters behind a holder wait behind the kind's rival (`Kind::rival`: a writer
+//! when they read).
 
 mod common;
 
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, client, command_stats, dbsize, exists, field, hash, pttl, unique_name};
+use common::{
+    Kind, RedisServer, client, command_stats, dbsize, exists, hash, per_kind, pttl, unique_name,
+};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redisson_sync::{BuildError, Client, Error, LockOptions, Owner, Ttl};
@@ -29,6 +39,34 @@ async fn reset_stats(raw: &mut MultiplexedConnection) {
         .query_async(raw)
         .await
         .unwrap();
+}
+
+/// Every key of the server with its type and PTTL (and a hash's fields, a list's or a sorted
+/// set's members), for failure messages.
+async fn describe_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
+    let mut keys: Vec<String> = raw.keys("*").await.unwrap();
+    keys.sort();
+    let mut detail = Vec::new();
+    for key in keys {
+        let kind = key_type(raw, &key).await;
+        let content = match kind.as_str() {
+            "hash" => format!("{:?}", hash(raw, &key).await),
+            "list" => format!(
+                "{:?}",
+                raw.lrange::<_, Vec<String>>(&key, 0, -1).await.unwrap()
+            ),
+            "zset" => format!(
+                "{:?}",
+                raw.zrange_withscores::<_, Vec<(String, f64)>>(&key, 0, -1)
+                    .await
+                    .unwrap()
+            ),
+            _ => String::new(),
+        };
+        let pttl = pttl(raw, &key).await;
+        detail.push(format!("{key} ({kind}, pttl {pttl}) {content}"));
+    }
+    detail
 }
 
 /// A port with nothing listening on it (bound, read back, released).
@@ -67,28 +105,29 @@ fn errors_are_std_errors_that_cross_threads() {
 // Unlock by a non-holder
 // ---------------------------------------------------------------------------------------------
 
+per_kind!(#[tokio::test] async fn unlock_by_a_non_holder_is_not_held_and_changes_nothing);
+
 /// A guard whose hold was taken over (force-unlocked, then locked by another client) fails to
 /// unlock with `NotHeld` naming the lock and its own holder field, and leaves the new holder's
 /// hold exactly as it was.
-#[tokio::test]
-async fn unlock_by_a_non_holder_is_not_held_and_changes_nothing() {
+async fn unlock_by_a_non_holder_is_not_held_and_changes_nothing(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let a = client(&server);
     let b = client(&server);
     let name = unique_name("errors-notheld");
 
-    let guard_a = a.lock(&name).lock().await.unwrap();
-    let holder_a = field(&a, guard_a.owner());
-    assert!(b.lock(&name).force_unlock().await.unwrap());
-    let guard_b = b
-        .lock(&name)
+    let guard_a = kind.any(&a, &name).lock().await.unwrap();
+    let holder_a = kind.field(&a, guard_a.owner());
+    assert!(kind.any(&b, &name).force_unlock().await.unwrap());
+    let guard_b = kind
+        .any(&b, &name)
         .lock_with_options(&LockOptions::new().lease(Duration::from_secs(20)))
         .await
         .unwrap();
-    let holder_b = field(&b, guard_b.owner());
+    let holder_b = kind.field(&b, guard_b.owner());
     let before = hash(&mut raw, &name).await;
-    assert_eq!(before, vec![(holder_b.clone(), "1".to_owned())]);
+    assert_eq!(before, kind.hash_of(&holder_b, 1));
     let ttl_before = pttl(&mut raw, &name).await;
 
     let err = guard_a.unlock().await.unwrap_err();
@@ -118,19 +157,20 @@ async fn unlock_by_a_non_holder_is_not_held_and_changes_nothing() {
     b.shutdown().await;
 }
 
+per_kind!(#[tokio::test] async fn unlock_after_the_lease_expired_is_not_held);
+
 /// A hold whose explicit lease expired: `NotHeld`, and the release does not recreate the key.
-#[tokio::test]
-async fn unlock_after_the_lease_expired_is_not_held() {
+async fn unlock_after_the_lease_expired_is_not_held(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("errors-expired");
-    let guard = client
-        .lock(&name)
+    let guard = kind
+        .any(&client, &name)
         .lock_with_options(&LockOptions::new().lease(Duration::from_millis(100)))
         .await
         .unwrap();
-    let holder = field(&client, guard.owner());
+    let holder = kind.field(&client, guard.owner());
     timeout(PROMPT, async {
         while exists(&mut raw, &name).await {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -164,8 +204,9 @@ fn assert_wrong_type<T: std::fmt::Debug>(op: &str, r: Result<T, Error>, name: &s
     }
 }
 
-#[tokio::test]
-async fn a_key_of_another_type_is_wrong_type_naming_the_key() {
+per_kind!(#[tokio::test] async fn a_key_of_another_type_is_wrong_type_naming_the_key);
+
+async fn a_key_of_another_type_is_wrong_type_naming_the_key(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
@@ -178,7 +219,7 @@ async fn a_key_of_another_type_is_wrong_type_naming_the_key() {
         .owner(Owner::new(3));
 
     for name in [&string, &list] {
-        let lock = client.lock(name.as_str());
+        let lock = kind.any(&client, name);
         assert_wrong_type("lock", lock.lock().await, name);
         assert_wrong_type(
             "lock_with_options",
@@ -198,8 +239,15 @@ async fn a_key_of_another_type_is_wrong_type_naming_the_key() {
         );
         assert_wrong_type("is_held_by", lock.is_held_by(Owner::current()).await, name);
         assert_wrong_type("hold_count", lock.hold_count(Owner::current()).await, name);
-        // EXISTS and PTTL work on any type, as with Redisson's isLocked/remainTimeToLive.
-        assert!(lock.is_locked().await.unwrap());
+        // EXISTS and PTTL work on any type, as with Redisson's isLocked/remainTimeToLive. The
+        // halves' `is_locked` reads the `mode` field instead (a script for the read half,
+        // `HGET` for the write half, as Redisson's): WRONGTYPE.
+        match kind {
+            Kind::Lock | Kind::Fair => assert!(lock.is_locked().await.unwrap()),
+            Kind::Read | Kind::Write => {
+                assert_wrong_type("is_locked", lock.is_locked().await, name);
+            }
+        }
         assert_eq!(lock.remaining_ttl().await.unwrap(), Ttl::Persistent);
     }
 
@@ -216,30 +264,45 @@ async fn a_key_of_another_type_is_wrong_type_naming_the_key() {
     client.shutdown().await;
 }
 
+per_kind!(#[tokio::test] async fn force_unlock_deletes_a_key_of_any_type_like_redisson);
+
 /// `force_unlock` is a plain `DEL`, like Redisson's `forceUnlock()`: it deletes a key of any
-/// type (and publishes the unlock message). Documented here so a change is noticed.
-#[tokio::test]
-async fn force_unlock_deletes_a_key_of_any_type_like_redisson() {
+/// type (and publishes the unlock message). Documented here so a change is noticed. The fair
+/// lock's is a `DEL` too (after its stale-waiter purge). The halves of a read-write lock delete
+/// the lock only in their own mode, which they read first (`HGET mode`, as Redisson's scripts
+/// do): on a key of another type that is WRONGTYPE, and the key stays.
+async fn force_unlock_deletes_a_key_of_any_type_like_redisson(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("errors-force-string");
     let () = raw.set(&name, "payload").await.unwrap();
-    assert!(client.lock(&name).force_unlock().await.unwrap());
-    assert!(!exists(&mut raw, &name).await);
+    match kind {
+        Kind::Lock | Kind::Fair => {
+            assert!(kind.any(&client, &name).force_unlock().await.unwrap());
+            assert!(!exists(&mut raw, &name).await);
+        }
+        Kind::Read | Kind::Write => {
+            let r = kind.any(&client, &name).force_unlock().await;
+            assert_wrong_type("force_unlock", r, &name);
+            let s: String = raw.get(&name).await.unwrap();
+            assert_eq!(s, "payload");
+        }
+    }
     client.shutdown().await;
 }
 
+per_kind!(#[tokio::test] async fn releasing_a_lock_whose_key_changed_type_is_wrong_type);
+
 /// The key of a held lock is replaced by another type behind the holder's back: the release
 /// reports `WrongType` and leaves the foreign value alone.
-#[tokio::test]
-async fn releasing_a_lock_whose_key_changed_type_is_wrong_type() {
+async fn releasing_a_lock_whose_key_changed_type_is_wrong_type(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("errors-replaced");
-    let guard = client
-        .lock(&name)
+    let guard = kind
+        .any(&client, &name)
         .lock_with_options(&LockOptions::new().lease(Duration::from_secs(10)))
         .await
         .unwrap();
@@ -255,13 +318,14 @@ async fn releasing_a_lock_whose_key_changed_type_is_wrong_type() {
 // Zero durations and invalid settings
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn zero_and_sub_millisecond_leases_are_invalid_arguments() {
+per_kind!(#[tokio::test] async fn zero_and_sub_millisecond_leases_are_invalid_arguments);
+
+async fn zero_and_sub_millisecond_leases_are_invalid_arguments(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("errors-lease");
-    let lock = client.lock(&name);
+    let lock = kind.any(&client, &name);
     // Zero, under a millisecond, and past what Redis's PEXPIRE accepts (it would fail after the
     // HINCRBY and leave a hash without TTL).
     let too_long = Duration::from_millis((1 << 62) + 1);
@@ -293,7 +357,10 @@ async fn zero_and_sub_millisecond_leases_are_invalid_arguments() {
         .lock_with_options(&LockOptions::new().lease(Duration::from_millis(1 << 62)))
         .await
         .unwrap();
-    assert!(pttl(&mut raw, &name).await > 1 << 61);
+    // (The read half's marker key carries the lease too.)
+    for key in kind.hold_keys(&name, &kind.field(&client, g.owner()), 1) {
+        assert!(pttl(&mut raw, &key).await > 1 << 61, "{key}");
+    }
     g.unlock().await.unwrap();
     let g = lock
         .lock_with_options(&LockOptions::new().lease(Duration::from_millis(1)))
@@ -391,10 +458,11 @@ fn assert_unreachable<T: std::fmt::Debug>(op: &str, r: Result<T, Error>) -> Erro
     }
 }
 
+per_kind!(#[tokio::test] async fn unreachable_redis_fails_within_bounds);
+
 /// Nothing listens on the port: every operation fails (it does not hang, and contention is
 /// not reported), within its bound.
-#[tokio::test]
-async fn unreachable_redis_fails_within_bounds() {
+async fn unreachable_redis_fails_within_bounds(kind: Kind) {
     let command_timeout = Duration::from_millis(1_000);
     let connect_timeout = Duration::from_millis(500);
     let client = Client::builder()
@@ -403,7 +471,7 @@ async fn unreachable_redis_fails_within_bounds() {
         .connect_timeout(connect_timeout)
         .build()
         .unwrap();
-    let lock = client.lock(unique_name("errors-unreachable"));
+    let lock = kind.any(&client, &unique_name("errors-unreachable"));
     let bound = command_timeout + connect_timeout + Duration::from_millis(500);
 
     let t = Instant::now();
@@ -443,10 +511,11 @@ async fn unreachable_redis_fails_within_bounds() {
     timeout(PROMPT, client.shutdown()).await.unwrap();
 }
 
+per_kind!(#[tokio::test] async fn a_server_that_never_answers_times_out_within_bounds);
+
 /// Something accepts connections but never answers (a listener that never reads): the
 /// operations time out instead of hanging.
-#[tokio::test]
-async fn a_server_that_never_answers_times_out_within_bounds() {
+async fn a_server_that_never_answers_times_out_within_bounds(kind: Kind) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let client = Client::builder()
@@ -455,7 +524,7 @@ async fn a_server_that_never_answers_times_out_within_bounds() {
         .connect_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
-    let lock = client.lock(unique_name("errors-blackhole"));
+    let lock = kind.any(&client, &unique_name("errors-blackhole"));
 
     let t = Instant::now();
     let r = lock.try_lock_for(Duration::from_millis(300)).await;
@@ -489,12 +558,65 @@ async fn a_server_that_never_answers_times_out_within_bounds() {
 // Redis stalled (SIGSTOP)
 // ---------------------------------------------------------------------------------------------
 
+/// What the acquire and release scripts Redis ran since the last `CONFIG RESETSTAT` wrote into
+/// lock hashes, from `INFO commandstats`. On a free lock, a grant of the lock is one `HINCRBY`
+/// and so is its release (the undo of a grant); a grant of the fair lock is one `HSET`, of either
+/// half of a read-write lock two (the holder's field and `mode`), and their releases one
+/// `HINCRBY` each.
+#[derive(Debug)]
+struct Writes {
+    hset: u64,
+    hincrby: u64,
+}
+
+impl Writes {
+    async fn read(raw: &mut MultiplexedConnection) -> Self {
+        Self {
+            hset: command_stats(raw, "hset").await.calls,
+            hincrby: command_stats(raw, "hincrby").await.calls,
+        }
+    }
+
+    /// `HSET` calls per grant on a free lock (0: the lock's grants are `HINCRBY`).
+    fn hsets_per_grant(kind: Kind) -> u64 {
+        match kind {
+            Kind::Lock => 0,
+            Kind::Fair => 1,
+            Kind::Read | Kind::Write => 2,
+        }
+    }
+
+    /// At least `n` grants ran.
+    fn granted(&self, kind: Kind, n: u64) -> bool {
+        match kind {
+            Kind::Lock => self.hincrby >= n,
+            _ => self.hset >= n * Self::hsets_per_grant(kind),
+        }
+    }
+
+    /// At least one grant ran, and its undo.
+    fn granted_and_undone(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Lock => self.hincrby >= 2,
+            _ => self.granted(kind, 1) && self.hincrby >= 1,
+        }
+    }
+
+    /// As many releases ran as grants: every grant was undone.
+    fn all_undone(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Lock => self.hincrby.is_multiple_of(2),
+            _ => self.hset == self.hincrby * Self::hsets_per_grant(kind),
+        }
+    }
+}
+
 /// Waits (bounded) until Redis has run the acquire that was queued while it was stalled (its
-/// HINCRBY shows in `INFO commandstats`, reset before the stall), then requires the lock key to
-/// be gone within a bounded time: the client must undo a grant nobody received.
-async fn assert_no_stale_hold(raw: &mut MultiplexedConnection, name: &str) {
+/// grant shows in `INFO commandstats`, reset before the stall: see [`Writes`]), then requires
+/// the lock key to be gone within a bounded time: the client must undo a grant nobody received.
+async fn assert_no_stale_hold(kind: Kind, raw: &mut MultiplexedConnection, name: &str) {
     timeout(PROMPT, async {
-        while command_stats(raw, "hincrby").await.calls < 1 {
+        while !Writes::read(raw).await.granted(kind, 1) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
@@ -515,11 +637,12 @@ async fn assert_no_stale_hold(raw: &mut MultiplexedConnection, name: &str) {
     );
 }
 
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn try_lock_for_returns_within_its_wait_while_redis_is_stalled);
+
 /// A `try_lock_for` against a stalled Redis returns `Err(Timeout)` within its wait plus a small
 /// bound, with a pooled connection and with a fresh client alike. The acquires that Redis runs
 /// once it resumes are undone: no stale hold remains, and the lock is usable again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn try_lock_for_returns_within_its_wait_while_redis_is_stalled() {
+async fn try_lock_for_returns_within_its_wait_while_redis_is_stalled(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let pooled = Client::builder()
@@ -527,12 +650,13 @@ async fn try_lock_for_returns_within_its_wait_while_redis_is_stalled() {
         .command_timeout(Duration::from_secs(3))
         .build()
         .unwrap();
-    // Warm up: a pooled connection exists and the scripts are loaded.
-    let g = pooled
-        .lock(unique_name("errors-warm"))
-        .lock()
-        .await
-        .unwrap();
+    // Warm up: a pooled connection exists and the scripts are loaded (the fair lock's
+    // `try_lock` has a script of its own: an attempt whose EVALSHA met NOSCRIPT after the
+    // stall never ran, and its fence would stay for its TTL).
+    let warm = kind.any(&pooled, &unique_name("errors-warm"));
+    let g = warm.lock().await.unwrap();
+    g.unlock().await.unwrap();
+    let g = warm.try_lock().await.unwrap().expect("free");
     g.unlock().await.unwrap();
     let fresh = Client::builder()
         .url(server.url())
@@ -551,7 +675,7 @@ async fn try_lock_for_returns_within_its_wait_while_redis_is_stalled() {
         let wait = Duration::from_millis(300);
 
         let t = Instant::now();
-        let r = pooled.lock(&n1).try_lock_for(wait).await;
+        let r = kind.any(&pooled, &n1).try_lock_for(wait).await;
         let elapsed = t.elapsed();
         match &r {
             Err(e @ Error::Timeout { operation, .. }) => {
@@ -565,14 +689,14 @@ async fn try_lock_for_returns_within_its_wait_while_redis_is_stalled() {
         assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
 
         let t = Instant::now();
-        let r = fresh.lock(&n2).try_lock_for(wait).await;
+        let r = kind.any(&fresh, &n2).try_lock_for(wait).await;
         let elapsed = t.elapsed();
         assert!(matches!(&r, Err(Error::Timeout { .. })), "fresh: {r:?}");
         assert!(elapsed < Duration::from_secs(1), "fresh took {elapsed:?}");
 
         // try_lock() has no wait: its one attempt is bounded by the command timeout (3 s).
         let t = Instant::now();
-        let r = pooled.lock(&n3).try_lock().await;
+        let r = kind.any(&pooled, &n3).try_lock().await;
         let elapsed = t.elapsed();
         assert!(matches!(&r, Err(Error::Timeout { .. })), "try_lock: {r:?}");
         assert!(
@@ -584,42 +708,50 @@ async fn try_lock_for_returns_within_its_wait_while_redis_is_stalled() {
     // Redis runs the queued acquires now; each grant is undone by the client. The acquire sent
     // on the pooled connection runs for sure; the others needed a new connection, whose
     // handshake stalled too and may have timed out (then their script was never sent). Wait
-    // until the first acquire and its undo ran (two HINCRBY), let the rest settle, then check
-    // that every acquire that ran was undone and nothing is held.
+    // until the first acquire and its undo ran (for the lock, two HINCRBY: see `Writes`), let
+    // the rest settle, then check that every acquire that ran was undone and nothing is held.
     timeout(PROMPT, async {
-        while command_stats(&mut raw, "hincrby").await.calls < 2 {
+        while !Writes::read(&mut raw).await.granted_and_undone(kind) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
     .expect("Redis ran the queued acquire and the client undid its grant");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let hincrby = command_stats(&mut raw, "hincrby").await.calls;
-    assert!(
-        hincrby % 2 == 0,
-        "every grant undone: {hincrby} HINCRBY calls"
-    );
+    let writes = Writes::read(&mut raw).await;
+    assert!(writes.all_undone(kind), "every grant undone: {writes:?}");
     for name in [&n1, &n2, &n3] {
         assert!(!exists(&mut raw, name).await, "stale hold on {name}");
     }
-    assert_eq!(dbsize(&mut raw).await, 0);
+    assert_eq!(
+        dbsize(&mut raw).await,
+        0,
+        "keys left: {:?}",
+        describe_keys(&mut raw).await
+    );
 
     // Usable again, by both clients.
-    let g = pooled.lock(&n1).try_lock().await.unwrap().expect("free");
+    let g = kind
+        .any(&pooled, &n1)
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free");
     assert_eq!(
         hash(&mut raw, &n1).await,
-        vec![(field(&pooled, g.owner()), "1".to_owned())]
+        kind.hold_hash(&pooled, g.owner(), 1)
     );
     g.unlock().await.unwrap();
-    let g = fresh.lock(&n2).lock().await.unwrap();
+    let g = kind.any(&fresh, &n2).lock().await.unwrap();
     g.unlock().await.unwrap();
     pooled.shutdown().await;
     fresh.shutdown().await;
 }
 
-/// A client with a short command timeout, a pooled connection and the scripts loaded, with the
-/// server's command statistics reset.
+/// A client with a short command timeout, a pooled connection and the scripts of `kind` loaded,
+/// with the server's command statistics reset.
 async fn warm_client(
+    kind: Kind,
     server: &RedisServer,
     raw: &mut MultiplexedConnection,
     command_timeout: Duration,
@@ -630,8 +762,8 @@ async fn warm_client(
         .watchdog_timeout(Duration::from_secs(30))
         .build()
         .unwrap();
-    let g = client
-        .lock(unique_name("errors-warm"))
+    let g = kind
+        .any(&client, &unique_name("errors-warm"))
         .lock()
         .await
         .unwrap();
@@ -657,15 +789,16 @@ fn assert_command_timeout<T: std::fmt::Debug>(
     }
 }
 
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn lock_times_out_while_redis_is_stalled);
+
 /// `lock()` (no wait limit) and the queries against a stalled Redis fail with a timeout after
 /// the command timeout instead of hanging; the client works again once Redis resumes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lock_times_out_while_redis_is_stalled() {
+async fn lock_times_out_while_redis_is_stalled(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let command_timeout = Duration::from_millis(500);
-    let client = warm_client(&server, &mut raw, command_timeout).await;
-    let lock = client.lock(unique_name("errors-stall-lock"));
+    let client = warm_client(kind, &server, &mut raw, command_timeout).await;
+    let lock = kind.any(&client, &unique_name("errors-stall-lock"));
 
     {
         let _paused = Paused::pause(&server);
@@ -700,7 +833,7 @@ async fn lock_times_out_while_redis_is_stalled() {
 
     // The client recovers: another lock works at once (a grant of the timed-out acquire is
     // undone, see the next test).
-    let other = client.lock(unique_name("errors-stall-other"));
+    let other = kind.any(&client, &unique_name("errors-stall-other"));
     let g = timeout(PROMPT, other.lock()).await.unwrap().unwrap();
     assert!(other.is_held_by(g.owner()).await.unwrap());
     g.unlock().await.unwrap();
@@ -708,46 +841,48 @@ async fn lock_times_out_while_redis_is_stalled() {
     client.shutdown().await;
 }
 
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn a_timed_out_lock_leaves_no_stale_hold);
+
 /// The acquire of a `lock()` that timed out during the stall is run by Redis once it resumes.
 /// Nobody received that grant, so the client must undo it; otherwise the lock stays held by a
 /// phantom holder for a whole lease (here 30 s), and a re-entrant attempt would leave the
 /// owner's count one too high.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_timed_out_lock_leaves_no_stale_hold() {
+async fn a_timed_out_lock_leaves_no_stale_hold(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let command_timeout = Duration::from_millis(500);
-    let client = warm_client(&server, &mut raw, command_timeout).await;
+    let client = warm_client(kind, &server, &mut raw, command_timeout).await;
     let name = unique_name("errors-stale-lock");
-    let lock = client.lock(&name);
+    let lock = kind.any(&client, &name);
     {
         let _paused = Paused::pause(&server);
         let r = lock.lock().await;
         assert_command_timeout("acquire", &r, command_timeout);
     }
-    assert_no_stale_hold(&mut raw, &name).await;
+    assert_no_stale_hold(kind, &mut raw, &name).await;
 
     // Usable again, at once.
     let g = timeout(PROMPT, lock.lock()).await.unwrap().unwrap();
     assert_eq!(
         hash(&mut raw, &name).await,
-        vec![(field(&client, g.owner()), "1".to_owned())]
+        kind.hold_hash(&client, g.owner(), 1)
     );
     g.unlock().await.unwrap();
     client.shutdown().await;
 }
 
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn an_abandoned_try_lock_for_leaves_no_stale_hold_after_a_long_stall);
+
 /// Same for a `try_lock_for` that gave up at its deadline while the stall outlasted the command
 /// timeout: the attempt's task keeps waiting for the reply (up to the lease), so a grant Redis
 /// makes after the stall is still undone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_abandoned_try_lock_for_leaves_no_stale_hold_after_a_long_stall() {
+async fn an_abandoned_try_lock_for_leaves_no_stale_hold_after_a_long_stall(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let command_timeout = Duration::from_millis(400);
-    let client = warm_client(&server, &mut raw, command_timeout).await;
+    let client = warm_client(kind, &server, &mut raw, command_timeout).await;
     let name = unique_name("errors-stale-try");
-    let lock = client.lock(&name);
+    let lock = kind.any(&client, &name);
     {
         let _paused = Paused::pause(&server);
         let t = Instant::now();
@@ -761,7 +896,7 @@ async fn an_abandoned_try_lock_for_leaves_no_stale_hold_after_a_long_stall() {
         // Stall well past the command timeout.
         tokio::time::sleep(Duration::from_millis(1_000)).await;
     }
-    assert_no_stale_hold(&mut raw, &name).await;
+    assert_no_stale_hold(kind, &mut raw, &name).await;
     let g = timeout(PROMPT, lock.lock()).await.unwrap().unwrap();
     g.unlock().await.unwrap();
     client.shutdown().await;
@@ -781,13 +916,14 @@ fn assert_shutdown<T: std::fmt::Debug>(op: &str, r: Result<T, Error>) {
     }
 }
 
-#[tokio::test]
-async fn every_operation_after_shutdown_is_shutdown() {
+per_kind!(#[tokio::test] async fn every_operation_after_shutdown_is_shutdown);
+
+async fn every_operation_after_shutdown_is_shutdown(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("errors-shutdown");
-    let lock = client.lock(&name);
+    let lock = kind.any(&client, &name);
     let held = lock
         .lock_with_options(&LockOptions::new().lease(Duration::from_secs(20)))
         .await
@@ -815,7 +951,10 @@ async fn every_operation_after_shutdown_is_shutdown() {
     assert_shutdown("is_held_by", lock.is_held_by(Owner::current()).await);
     assert_shutdown("hold_count", lock.hold_count(Owner::current()).await);
     assert_shutdown("remaining_ttl", lock.remaining_ttl().await);
-    assert_shutdown("new lock handle", client.lock("other").try_lock().await);
+    assert_shutdown(
+        "new lock handle",
+        kind.any(&client, "other").try_lock().await,
+    );
     // A guard taken before the shutdown cannot release any more; as documented, its lock stays
     // until its lease expires.
     assert_shutdown("guard.unlock", held.unlock().await);
@@ -826,17 +965,19 @@ async fn every_operation_after_shutdown_is_shutdown() {
     timeout(PROMPT, client.shutdown()).await.unwrap();
 }
 
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn waiters_return_shutdown_when_the_client_shuts_down);
+
 /// Waiters blocked when the client shuts down return `Shutdown` promptly.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiters_return_shutdown_when_the_client_shuts_down() {
+async fn waiters_return_shutdown_when_the_client_shuts_down(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let holder = client(&server);
     let name = unique_name("errors-shutdown-waiters");
-    let held = holder.lock(&name).lock().await.unwrap();
+    // Readers share the lock: the read half's waiters wait behind a writer.
+    let held = kind.rival().any(&holder, &name).lock().await.unwrap();
 
     let client = client(&server);
-    let lock = client.lock(&name);
+    let lock = kind.any(&client, &name);
     let blocking = tokio::spawn({
         let lock = lock.clone();
         async move { lock.lock().await }
@@ -868,21 +1009,25 @@ async fn waiters_return_shutdown_when_the_client_shuts_down() {
     // The holder (another client) is unaffected.
     assert_eq!(
         hash(&mut raw, &name).await,
-        vec![(field(&holder, held.owner()), "1".to_owned())]
+        kind.rival().hold_hash(&holder, held.owner(), 1)
     );
+    // The fair lock's waiters left its queue (a waiter that leaves without the lock, also on
+    // shutdown, runs the give-up cleanup).
+    kind.wait_no_waiters(&mut raw, &name).await;
     held.unlock().await.unwrap();
     holder.shutdown().await;
 }
 
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn shutdown_while_redis_is_stalled_returns_within_a_command_timeout);
+
 /// `shutdown()` while Redis is stalled returns within about one command timeout, although an
 /// abandoned acquire's task waits up to its lease (30 s here) for the reply it must undo.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_while_redis_is_stalled_returns_within_a_command_timeout() {
+async fn shutdown_while_redis_is_stalled_returns_within_a_command_timeout(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let command_timeout = Duration::from_millis(500);
-    let client = warm_client(&server, &mut raw, command_timeout).await;
-    let lock = client.lock(unique_name("errors-stalled-shutdown"));
+    let client = warm_client(kind, &server, &mut raw, command_timeout).await;
+    let lock = kind.any(&client, &unique_name("errors-stalled-shutdown"));
     let _paused = Paused::pause(&server);
     let r = lock.lock().await;
     assert_command_timeout("acquire", &r, command_timeout);

@@ -4,12 +4,20 @@
 //!
 //! Leases here are 30 s on purpose: a leaked hold would outlive the test instead of expiring
 //! quietly, so the "key absent" checks catch it.
+//!
+//! Every test runs once per lock kind (`common::Kind`, `per_kind!`). "No key left" covers what
+//! each kind writes: the read half's marker keys, and the fair lock's waiter queue and deadlines,
+//! which a waiter that is cancelled must leave. Where waiters need a holder to wait behind, the
+//! holder takes the kind's rival (`Kind::rival`: the write half when the waiters read, as readers
+//! share the lock).
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, channel, client_with, exists, field, hash, unique_name, wait_numsub};
+use common::{
+    Kind, RedisServer, client_with, command_stats, exists, hash, per_kind, unique_name, wait_numsub,
+};
 use rand::Rng;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
@@ -73,6 +81,30 @@ async fn shutdown_and_assert_empty(client: &Client, raw: &mut MultiplexedConnect
     assert_eq!(describe_keys(raw).await, Vec::<String>::new());
 }
 
+/// Script calls (EVALSHA and EVAL) the server has run so far.
+async fn script_calls(raw: &mut MultiplexedConnection) -> u64 {
+    command_stats(raw, "evalsha").await.calls + command_stats(raw, "eval").await.calls
+}
+
+/// Polls until the server (private to the test) has run no script for 100 ms: background
+/// attempts and their undos are done.
+async fn wait_scripts_idle(raw: &mut MultiplexedConnection) {
+    let start = Instant::now();
+    let mut before = script_calls(raw).await;
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let after = script_calls(raw).await;
+        if after == before {
+            return;
+        }
+        assert!(
+            start.elapsed() < SETTLE,
+            "scripts still running after {SETTLE:?}"
+        );
+        before = after;
+    }
+}
+
 /// Polls until no connection is subscribed to any lock channel.
 async fn wait_no_subscriptions(raw: &mut MultiplexedConnection) {
     let start = Instant::now();
@@ -96,29 +128,31 @@ async fn wait_no_subscriptions(raw: &mut MultiplexedConnection) {
 
 /// A fresh owner (never used by the cancelled acquisitions, so a leaked hold cannot be
 /// re-entered) gets the lock with a single attempt, and holds it alone.
-async fn assert_fresh_lock_succeeds(client: &Client, raw: &mut MultiplexedConnection, name: &str) {
+async fn assert_fresh_lock_succeeds(
+    kind: Kind,
+    client: &Client,
+    raw: &mut MultiplexedConnection,
+    name: &str,
+) {
     let owner = Owner::new(rand::thread_rng().gen_range(1_000_000..2_000_000));
     let opts = LockOptions::new().owner(owner);
     let guard = tokio::time::timeout(
         Duration::from_secs(1),
-        client
-            .lock(name)
+        kind.any(client, name)
             .try_lock_with_options(Duration::ZERO, &opts),
     )
     .await
     .expect("try_lock did not answer")
     .unwrap()
     .unwrap_or_else(|| panic!("{name} still held after the cancellations"));
-    assert_eq!(
-        hash(raw, name).await,
-        vec![(field(client, owner), "1".to_owned())]
-    );
+    assert_eq!(hash(raw, name).await, kind.hold_hash(client, owner, 1));
     guard.unlock().await.unwrap();
     assert!(!exists(raw, name).await);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tiny_timeouts_on_free_locks_leave_nothing_behind() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn tiny_timeouts_on_free_locks_leave_nothing_behind);
+
+async fn tiny_timeouts_on_free_locks_leave_nothing_behind(kind: Kind) {
     const TASKS: usize = 8;
     const ITERATIONS: usize = 250;
     let server = RedisServer::start();
@@ -129,7 +163,7 @@ async fn tiny_timeouts_on_free_locks_leave_nothing_behind() {
     let tasks: Vec<_> = names
         .iter()
         .map(|name| {
-            let lock = client.lock(name);
+            let lock = kind.any(&client, name);
             tokio::spawn(async move {
                 let (mut completed, mut cancelled) = (0usize, 0usize);
                 for i in 0..ITERATIONS {
@@ -169,15 +203,16 @@ async fn tiny_timeouts_on_free_locks_leave_nothing_behind() {
 
     wait_no_keys(&mut raw).await;
     for name in &names {
-        assert_fresh_lock_succeeds(&client, &mut raw, name).await;
+        assert_fresh_lock_succeeds(kind, &client, &mut raw, name).await;
     }
     assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
     wait_no_subscriptions(&mut raw).await;
     shutdown_and_assert_empty(&client, &mut raw).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tiny_timeouts_on_one_shared_lock_leave_nothing_behind() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn tiny_timeouts_on_one_shared_lock_leave_nothing_behind);
+
+async fn tiny_timeouts_on_one_shared_lock_leave_nothing_behind(kind: Kind) {
     const TASKS: usize = 8;
     const ITERATIONS: usize = 150;
     let server = RedisServer::start();
@@ -189,7 +224,7 @@ async fn tiny_timeouts_on_one_shared_lock_leave_nothing_behind() {
     // attempt is in flight, some get it.
     let tasks: Vec<_> = (0..TASKS)
         .map(|t| {
-            let lock = clients[t % 2].lock(&name);
+            let lock = kind.any(&clients[t % 2], &name);
             tokio::spawn(async move {
                 let mut completed = 0usize;
                 for _ in 0..ITERATIONS {
@@ -217,15 +252,16 @@ async fn tiny_timeouts_on_one_shared_lock_leave_nothing_behind() {
 
     wait_no_keys(&mut raw).await;
     wait_no_subscriptions(&mut raw).await;
-    assert_fresh_lock_succeeds(&clients[0], &mut raw, &name).await;
-    assert_fresh_lock_succeeds(&clients[1], &mut raw, &name).await;
+    assert_fresh_lock_succeeds(kind, &clients[0], &mut raw, &name).await;
+    assert_fresh_lock_succeeds(kind, &clients[1], &mut raw, &name).await;
     for c in &clients {
         shutdown_and_assert_empty(c, &mut raw).await;
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiters_timing_out_behind_a_holder_leave_nothing_behind() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn waiters_timing_out_behind_a_holder_leave_nothing_behind);
+
+async fn waiters_timing_out_behind_a_holder_leave_nothing_behind(kind: Kind) {
     const TASKS: usize = 6;
     const ITERATIONS: usize = 60;
     let server = RedisServer::start();
@@ -233,13 +269,21 @@ async fn waiters_timing_out_behind_a_holder_leave_nothing_behind() {
     let holder_client = client(&server);
     let waiter_client = client(&server);
     let name = unique_name("cancel-held");
-    let ch = channel(&name);
+    // (The fair lock's waiters each have a channel of their own: `wait_no_subscriptions`
+    // below covers them.)
+    let ch = kind.channel(&name);
 
-    let holder = holder_client.lock(&name).lock().await.unwrap();
-    let holder_field = field(&holder_client, holder.owner());
+    // Readers share the lock: the read half's waiters wait behind a writer.
+    let holder = kind
+        .rival()
+        .any(&holder_client, &name)
+        .lock()
+        .await
+        .unwrap();
+    let holder_field = kind.rival().field(&holder_client, holder.owner());
     let tasks: Vec<_> = (0..TASKS)
         .map(|t| {
-            let lock = waiter_client.lock(&name);
+            let lock = kind.any(&waiter_client, &name);
             tokio::spawn(async move {
                 for i in 0..ITERATIONS {
                     // Mostly tiny timeouts (cut short in the first attempt or while
@@ -269,21 +313,24 @@ async fn waiters_timing_out_behind_a_holder_leave_nothing_behind() {
     // Nothing changed while the holder held it.
     assert_eq!(
         hash(&mut raw, &name).await,
-        vec![(holder_field, "1".to_owned())]
+        kind.rival().hash_of(&holder_field, 1)
     );
+    // The fair lock's waiters left its queue already, while the lock is still held.
+    kind.wait_no_waiters(&mut raw, &name).await;
 
     holder.unlock().await.unwrap();
     wait_no_keys(&mut raw).await;
     wait_numsub(&mut raw, &ch, 0).await;
     wait_no_subscriptions(&mut raw).await;
-    assert_fresh_lock_succeeds(&waiter_client, &mut raw, &name).await;
-    assert_fresh_lock_succeeds(&holder_client, &mut raw, &name).await;
+    assert_fresh_lock_succeeds(kind, &waiter_client, &mut raw, &name).await;
+    assert_fresh_lock_succeeds(kind, &holder_client, &mut raw, &name).await;
     shutdown_and_assert_empty(&holder_client, &mut raw).await;
     shutdown_and_assert_empty(&waiter_client, &mut raw).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn aborted_tasks_release_what_they_held() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn aborted_tasks_release_what_they_held);
+
+async fn aborted_tasks_release_what_they_held(kind: Kind) {
     const ROUNDS: usize = 10;
     const TASKS_PER_ROUND: usize = 8;
     let server = RedisServer::start();
@@ -295,7 +342,7 @@ async fn aborted_tasks_release_what_they_held() {
     for _ in 0..ROUNDS {
         let handles: Vec<_> = (0..TASKS_PER_ROUND)
             .map(|t| {
-                let lock = client.lock(&names[t % 2]);
+                let lock = kind.any(&client, &names[t % 2]);
                 tokio::spawn(async move {
                     let guard = lock.lock().await.unwrap();
                     let hold = Duration::from_micros(rand::thread_rng().gen_range(0..5_000));
@@ -332,19 +379,20 @@ async fn aborted_tasks_release_what_they_held() {
     wait_no_keys(&mut raw).await;
     wait_no_subscriptions(&mut raw).await;
     for name in &names {
-        assert_fresh_lock_succeeds(&client, &mut raw, name).await;
+        assert_fresh_lock_succeeds(kind, &client, &mut raw, name).await;
     }
     shutdown_and_assert_empty(&client, &mut raw).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acquire_dropped_on_its_first_poll_is_undone() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn acquire_dropped_on_its_first_poll_is_undone);
+
+async fn acquire_dropped_on_its_first_poll_is_undone(kind: Kind) {
     const ITERATIONS: usize = 500;
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("select");
-    let lock = client.lock(&name);
+    let lock = kind.any(&client, &name);
 
     let mut won = 0;
     for _ in 0..ITERATIONS {
@@ -361,7 +409,7 @@ async fn acquire_dropped_on_its_first_poll_is_undone() {
     }
     println!("{won} of {ITERATIONS} acquisitions completed on their first poll");
     wait_no_keys(&mut raw).await;
-    assert_fresh_lock_succeeds(&client, &mut raw, &name).await;
+    assert_fresh_lock_succeeds(kind, &client, &mut raw, &name).await;
 
     // Same with an explicit owner that holds the lock meanwhile: dropped re-entries must
     // not change the hold count.
@@ -375,7 +423,7 @@ async fn acquire_dropped_on_its_first_poll_is_undone() {
             () = std::future::ready(()) => {}
         }
     }
-    let field = format!("{}:42", client.id());
+    let field = kind.field(&client, owner);
     let start = Instant::now();
     loop {
         let count: Option<u64> = raw.hget(&name, &field).await.unwrap();
@@ -388,23 +436,29 @@ async fn acquire_dropped_on_its_first_poll_is_undone() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // And it stays 1 (no undo arrives late).
+    // The dropped attempts finish in tasks of the client, one at a time per holder field: a
+    // late one may still take the count to 2 and back. Once no script has run for 100 ms they
+    // are all done, and the count stays 1 (no undo arrives late).
+    wait_scripts_idle(&mut raw).await;
+    let count: Option<u64> = raw.hget(&name, &field).await.unwrap();
+    assert_eq!(count, Some(1));
     tokio::time::sleep(Duration::from_millis(200)).await;
     let count: Option<u64> = raw.hget(&name, &field).await.unwrap();
     assert_eq!(count, Some(1));
     assert_eq!(lock.hold_count(owner).await.unwrap(), 1);
     held.unlock().await.unwrap();
     assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
-    assert_fresh_lock_succeeds(&client, &mut raw, &name).await;
+    assert_fresh_lock_succeeds(kind, &client, &mut raw, &name).await;
     shutdown_and_assert_empty(&client, &mut raw).await;
 }
+
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn acquire_dropped_after_its_reply_arrived_is_undone);
 
 /// Deterministic reproduction of the window behind the aborted-task leak: the acquire future
 /// is driven by hand until its script has run in Redis (granting the lock), then it is dropped
 /// without being polled again, with the reply delivered but unread (what `JoinHandle::abort`,
 /// a losing `select!` branch or a timeout firing at that moment do). The grant must be undone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acquire_dropped_after_its_reply_arrived_is_undone() {
+async fn acquire_dropped_after_its_reply_arrived_is_undone(kind: Kind) {
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
 
@@ -412,11 +466,13 @@ async fn acquire_dropped_after_its_reply_arrived_is_undone() {
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("reply-dropped");
-    let lock = client.lock(&name);
+    let lock = kind.any(&client, &name);
 
     let mut cx = Context::from_waker(Waker::noop());
     let mut exercised = false;
-    for _ in 0..5 {
+    // Up to 20 tries: on a loaded machine the reply may come (and be read by the next poll)
+    // before the check below sees the grant.
+    for _ in 0..20 {
         let mut acquire = Box::pin(lock.lock());
         let start = Instant::now();
         // Poll (which makes progress: connect, send), then look whether the script ran.
@@ -451,12 +507,13 @@ async fn acquire_dropped_after_its_reply_arrived_is_undone() {
     );
 
     wait_no_keys(&mut raw).await;
-    assert_fresh_lock_succeeds(&client, &mut raw, &name).await;
+    assert_fresh_lock_succeeds(kind, &client, &mut raw, &name).await;
     shutdown_and_assert_empty(&client, &mut raw).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn try_lock_for_a_millisecond_never_errors_on_a_healthy_server() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn try_lock_for_a_millisecond_never_errors_on_a_healthy_server);
+
+async fn try_lock_for_a_millisecond_never_errors_on_a_healthy_server(kind: Kind) {
     const ITERATIONS: usize = 300;
     let server = RedisServer::start();
     let mut raw = server.conn().await;
@@ -464,7 +521,7 @@ async fn try_lock_for_a_millisecond_never_errors_on_a_healthy_server() {
 
     // Uncontended: the first attempt always answers, so a free lock is always acquired.
     let name = unique_name("try-1ms");
-    let lock = client.lock(&name);
+    let lock = kind.any(&client, &name);
     for i in 0..ITERATIONS {
         match lock.try_lock_for(Duration::from_millis(1)).await {
             Ok(Some(g)) => g.unlock().await.unwrap(),
@@ -478,7 +535,7 @@ async fn try_lock_for_a_millisecond_never_errors_on_a_healthy_server() {
     let shared = unique_name("try-1ms-shared");
     let tasks: Vec<_> = (0..4)
         .map(|_| {
-            let lock = client.lock(&shared);
+            let lock = kind.any(&client, &shared);
             tokio::spawn(async move {
                 let mut got = 0usize;
                 for i in 0..ITERATIONS / 4 {
@@ -506,6 +563,6 @@ async fn try_lock_for_a_millisecond_never_errors_on_a_healthy_server() {
     assert!(got > 0);
     wait_no_keys(&mut raw).await;
     wait_no_subscriptions(&mut raw).await;
-    assert_fresh_lock_succeeds(&client, &mut raw, &shared).await;
+    assert_fresh_lock_succeeds(kind, &client, &mut raw, &shared).await;
     shutdown_and_assert_empty(&client, &mut raw).await;
 }

@@ -2,13 +2,20 @@
 //! release without blocking and without panicking, inside a task, during unwinding, on a thread
 //! outside the runtime; `shutdown` completes pending releases; `forget` keeps the lock until its
 //! lease; guards move between tasks.
+//!
+//! Every test runs once per lock kind (`common::Kind`, `per_kind!`): the lock, the fair lock and
+//! both halves of the read-write lock share the guard. What differs is what a hold writes (the
+//! `mode` field of the halves, the read half's marker keys) and where a release publishes (the
+//! write half publishes `1`; the fair lock publishes only to the head of its queue, so the tests
+//! queue a stand-in waiter, `Kind::queue_stand_in`, wherever they expect a message).
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{
-    RedisServer, channel, client_with_watchdog, dbsize, exists, field, hash, ms, pttl, unique_name,
+    Kind, RedisServer, client_with_watchdog, dbsize, exists, hash, ms, per_kind, pttl, unique_name,
 };
 use futures_util::StreamExt;
 use redis::aio::MultiplexedConnection;
@@ -39,22 +46,40 @@ async fn wait_gone(raw: &mut MultiplexedConnection, key: &str, within: Duration)
     start.elapsed()
 }
 
-/// A raw subscription to the lock's unlock channel.
-async fn subscribe(server: &RedisServer, name: &str) -> redis::aio::PubSub {
+/// Polls until every key of `keys` is gone; panics if one is still there after `within`.
+async fn wait_all_gone(raw: &mut MultiplexedConnection, keys: &[String], within: Duration) {
+    let start = Instant::now();
+    for key in keys {
+        wait_gone(raw, key, within.saturating_sub(start.elapsed())).await;
+    }
+}
+
+/// Asserts that each key of `keys` exists with a PTTL in `(0, lease]`: the lock hash and, for
+/// the read half, its marker keys, which carry the hold's lease too.
+async fn assert_ttls_within(raw: &mut MultiplexedConnection, keys: &[String], lease: i64) {
+    for key in keys {
+        let p = pttl(raw, key).await;
+        assert!(p > 0 && p <= lease, "{key}: pttl {p}, lease {lease}");
+    }
+}
+
+/// A raw subscription to the channel a release of the lock publishes on.
+async fn subscribe(server: &RedisServer, kind: Kind, name: &str) -> redis::aio::PubSub {
     let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
-    pubsub.subscribe(channel(name)).await.unwrap();
+    pubsub.subscribe(kind.channel(name)).await.unwrap();
     pubsub
 }
 
-/// Asserts that exactly one message, `0`, arrives on the lock's channel.
-async fn expect_one_unlock_message(pubsub: &mut redis::aio::PubSub, name: &str) {
+/// Asserts that exactly one message, the kind's release message (`0`, or `1` for the write
+/// half), arrives on the lock's channel.
+async fn expect_one_unlock_message(pubsub: &mut redis::aio::PubSub, kind: Kind, name: &str) {
     let mut stream = pubsub.on_message();
     let msg = timeout(Duration::from_secs(3), stream.next())
         .await
         .expect("unlock message")
         .expect("pub/sub stream open");
-    assert_eq!(msg.get_channel_name(), channel(name));
-    assert_eq!(msg.get_payload::<String>().unwrap(), "0");
+    assert_eq!(msg.get_channel_name(), kind.channel(name));
+    assert_eq!(msg.get_payload::<String>().unwrap(), kind.release_message());
     assert!(
         timeout(ms(200), stream.next()).await.is_err(),
         "a second message arrived"
@@ -66,17 +91,18 @@ fn long_lease_opts() -> LockOptions {
     LockOptions::new().lease(Duration::from_secs(30))
 }
 
-#[tokio::test]
-async fn drop_inside_task_releases_and_publishes_unlock() {
+per_kind!(#[tokio::test] async fn drop_inside_task_releases_and_publishes_unlock);
+
+async fn drop_inside_task_releases_and_publishes_unlock(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("drop-task");
-    let mut pubsub = subscribe(&server, &name).await;
+    let mut pubsub = subscribe(&server, kind, &name).await;
 
     let (tx, rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn({
-        let lock = client.lock(&name);
+        let lock = kind.any(&client, &name);
         async move {
             let guard = lock.lock().await.unwrap();
             let owner = guard.owner();
@@ -91,27 +117,33 @@ async fn drop_inside_task_releases_and_publishes_unlock() {
     let (owner, seen) = rx.await.unwrap();
     assert_eq!(
         hash(&mut raw, &name).await,
-        vec![(field(&client, owner), "1".to_owned())]
+        kind.hold_hash(&client, owner, 1)
     );
+    // The fair lock publishes only to a queued waiter.
+    kind.queue_stand_in(&mut raw, &name).await;
     seen.send(()).unwrap();
     task.await.unwrap();
 
-    expect_one_unlock_message(&mut pubsub, &name).await;
-    wait_gone(&mut raw, &name, ms(2000)).await;
+    expect_one_unlock_message(&mut pubsub, kind, &name).await;
+    let keys = kind.hold_keys(&name, &kind.field(&client, owner), 1);
+    wait_all_gone(&mut raw, &keys, ms(2000)).await;
+    kind.dequeue_stand_in(&mut raw, &name).await;
+    assert_eq!(dbsize(&mut raw).await, 0);
     client.shutdown().await;
 }
 
-#[tokio::test]
-async fn drop_during_panic_unwinding_releases() {
+per_kind!(#[tokio::test] async fn drop_during_panic_unwinding_releases);
+
+async fn drop_during_panic_unwinding_releases(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("drop-panic");
-    let mut pubsub = subscribe(&server, &name).await;
+    let mut pubsub = subscribe(&server, kind, &name).await;
 
     let (tx, rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn({
-        let lock = client.lock(&name);
+        let lock = kind.any(&client, &name);
         async move {
             let guard = lock.lock_with_options(&long_lease_opts()).await.unwrap();
             let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
@@ -123,31 +155,46 @@ async fn drop_during_panic_unwinding_releases() {
     let (owner, go) = rx.await.unwrap();
     assert_eq!(
         hash(&mut raw, &name).await,
-        vec![(field(&client, owner), "1".to_owned())]
+        kind.hold_hash(&client, owner, 1)
     );
+    kind.queue_stand_in(&mut raw, &name).await;
     go.send(()).unwrap();
     let err = task.await.unwrap_err();
     assert!(err.is_panic(), "{err:?}");
 
-    expect_one_unlock_message(&mut pubsub, &name).await;
-    wait_gone(&mut raw, &name, ms(2000)).await;
+    expect_one_unlock_message(&mut pubsub, kind, &name).await;
+    let keys = kind.hold_keys(&name, &kind.field(&client, owner), 1);
+    wait_all_gone(&mut raw, &keys, ms(2000)).await;
+    // (The fair lock's stand-in waiter would be next in line: it leaves first.)
+    kind.dequeue_stand_in(&mut raw, &name).await;
     // The lock is usable again at once: no poisoning.
-    let g = client.lock(&name).try_lock().await.unwrap().expect("free");
+    let g = kind
+        .any(&client, &name)
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free");
     g.unlock().await.unwrap();
+    assert_eq!(dbsize(&mut raw).await, 0);
     client.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drop_on_thread_outside_runtime_releases() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn drop_on_thread_outside_runtime_releases);
+
+async fn drop_on_thread_outside_runtime_releases(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("drop-thread");
-    let mut pubsub = subscribe(&server, &name).await;
+    let mut pubsub = subscribe(&server, kind, &name).await;
 
-    let guard = client.lock(&name).lock().await.unwrap();
-    let holder = field(&client, guard.owner());
-    assert_eq!(hash(&mut raw, &name).await, vec![(holder, "1".to_owned())]);
+    let guard = kind.any(&client, &name).lock().await.unwrap();
+    let owner = guard.owner();
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        kind.hold_hash(&client, owner, 1)
+    );
+    kind.queue_stand_in(&mut raw, &name).await;
 
     let thread = std::thread::spawn(move || {
         assert!(tokio::runtime::Handle::try_current().is_err());
@@ -159,22 +206,28 @@ async fn drop_on_thread_outside_runtime_releases() {
         .unwrap()
         .expect("drop on a plain thread must not panic");
 
-    expect_one_unlock_message(&mut pubsub, &name).await;
-    wait_gone(&mut raw, &name, ms(2000)).await;
+    expect_one_unlock_message(&mut pubsub, kind, &name).await;
+    let keys = kind.hold_keys(&name, &kind.field(&client, owner), 1);
+    wait_all_gone(&mut raw, &keys, ms(2000)).await;
+    kind.dequeue_stand_in(&mut raw, &name).await;
+    assert_eq!(dbsize(&mut raw).await, 0);
     client.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drop_returns_while_redis_is_frozen() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn drop_returns_while_redis_is_frozen);
+
+async fn drop_returns_while_redis_is_frozen(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let in_task = unique_name("drop-frozen-task");
     let on_thread = unique_name("drop-frozen-thread");
 
-    let g_task = client.lock(&in_task).lock().await.unwrap();
-    let g_thread = client.lock(&on_thread).lock().await.unwrap();
+    let g_task = kind.any(&client, &in_task).lock().await.unwrap();
+    let g_thread = kind.any(&client, &on_thread).lock().await.unwrap();
     assert!(exists(&mut raw, &in_task).await && exists(&mut raw, &on_thread).await);
+    let task_keys = kind.hold_keys(&in_task, &kind.field(&client, g_task.owner()), 1);
+    let thread_keys = kind.hold_keys(&on_thread, &kind.field(&client, g_thread.owner()), 1);
 
     server.pause();
     // Both drops return although Redis answers nothing (the releases are only scheduled).
@@ -203,170 +256,209 @@ async fn drop_returns_while_redis_is_frozen() {
     );
 
     // Once Redis answers again, the scheduled releases run.
-    wait_gone(&mut raw, &in_task, Duration::from_secs(4)).await;
-    wait_gone(&mut raw, &on_thread, Duration::from_secs(4)).await;
+    wait_all_gone(&mut raw, &task_keys, Duration::from_secs(4)).await;
+    wait_all_gone(&mut raw, &thread_keys, Duration::from_secs(4)).await;
     client.shutdown().await;
 }
 
-#[tokio::test]
-async fn drop_after_shutdown_keeps_key_until_its_lease() {
+per_kind!(#[tokio::test] async fn drop_after_shutdown_keeps_key_until_its_lease);
+
+async fn drop_after_shutdown_keeps_key_until_its_lease(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client_with_watchdog(&server, ms(600));
     let leased = unique_name("drop-shut-lease");
     let watched = unique_name("drop-shut-wd");
 
-    let g_leased = client
-        .lock(&leased)
+    let g_leased = kind
+        .any(&client, &leased)
         .lock_with_options(&LockOptions::new().lease(ms(1000)))
         .await
         .unwrap();
-    let g_watched = client.lock(&watched).lock().await.unwrap();
-    let leased_holder = field(&client, g_leased.owner());
-    let watched_holder = field(&client, g_watched.owner());
+    let g_watched = kind.any(&client, &watched).lock().await.unwrap();
+    let leased_holder = kind.field(&client, g_leased.owner());
+    let watched_holder = kind.field(&client, g_watched.owner());
 
     client.shutdown().await;
     assert!(client.is_shut_down());
     drop(g_leased);
     drop(g_watched);
 
-    // Nothing was released: both keys are there with their holder and a TTL within the lease.
+    // Nothing was released: both keys are there with their holder and a TTL within the lease
+    // (for the read half, its marker key too).
     assert_eq!(
         hash(&mut raw, &leased).await,
-        vec![(leased_holder.clone(), "1".to_owned())]
+        kind.hash_of(&leased_holder, 1)
     );
     assert_eq!(
         hash(&mut raw, &watched).await,
-        vec![(watched_holder.clone(), "1".to_owned())]
+        kind.hash_of(&watched_holder, 1)
     );
-    let p = pttl(&mut raw, &leased).await;
-    assert!(p > 0 && p <= 1000, "leased pttl {p}");
-    let p = pttl(&mut raw, &watched).await;
-    assert!(p > 0 && p <= 600, "watched pttl {p}");
+    let leased_keys = kind.hold_keys(&leased, &leased_holder, 1);
+    let watched_keys = kind.hold_keys(&watched, &watched_holder, 1);
+    assert_ttls_within(&mut raw, &leased_keys, 1000).await;
+    assert_ttls_within(&mut raw, &watched_keys, 600).await;
 
     // No late release either, and no renewal after shutdown.
     sleep(ms(250)).await;
     assert_eq!(
         hash(&mut raw, &leased).await,
-        vec![(leased_holder, "1".to_owned())]
+        kind.hash_of(&leased_holder, 1)
     );
 
     // Both expire by their lease.
-    wait_gone(&mut raw, &watched, ms(2000)).await;
-    wait_gone(&mut raw, &leased, ms(2000)).await;
+    wait_all_gone(&mut raw, &watched_keys, ms(2000)).await;
+    wait_all_gone(&mut raw, &leased_keys, ms(2000)).await;
 }
 
-#[tokio::test]
-async fn shutdown_completes_pending_releases() {
+per_kind!(#[tokio::test] async fn shutdown_completes_pending_releases);
+
+async fn shutdown_completes_pending_releases(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
-    pubsub.psubscribe("redisson_lock__channel:*").await.unwrap();
+    pubsub
+        .psubscribe(kind.channel_pattern("drop-many"))
+        .await
+        .unwrap();
 
     let mut guards = Vec::new();
+    let mut names = Vec::new();
+    let mut keys = 0;
     for i in 0..50 {
-        let lock = client.lock(unique_name(&format!("drop-many{i}")));
+        let name = unique_name(&format!("drop-many{i}"));
+        let lock = kind.any(&client, &name);
         let guard = if i % 2 == 0 {
             lock.lock().await.unwrap()
         } else {
             lock.lock_with_options(&long_lease_opts()).await.unwrap()
         };
+        kind.queue_stand_in(&mut raw, &name).await;
+        keys += kind
+            .hold_keys(&name, &kind.field(&client, guard.owner()), 1)
+            .len()
+            + kind.waiter_keys(&name).len();
         guards.push(guard);
+        names.push(name);
     }
-    assert_eq!(dbsize(&mut raw).await, 50);
+    // 50 lock hashes (and the read half's markers, the fair lock's stand-in queues).
+    assert_eq!(dbsize(&mut raw).await, keys as u64);
+    assert!(keys >= 50);
 
     drop(guards);
     client.shutdown().await;
     // Every release scheduled before shutdown ran before it returned.
+    for name in &names {
+        kind.dequeue_stand_in(&mut raw, name).await;
+    }
     assert_eq!(dbsize(&mut raw).await, 0);
 
     // ... and each published its unlock message.
+    let mut channels: BTreeSet<String> = names.iter().map(|n| kind.channel(n)).collect();
+    // `redisson_lock__channel:{drop-many` or `redisson_rwlock:{drop-many`.
+    let prefix = {
+        let channel = kind.channel("drop-many");
+        channel[..channel.find("drop-many").unwrap() + "drop-many".len()].to_owned()
+    };
     let mut stream = pubsub.on_message();
     for n in 0..50 {
         let msg = timeout(Duration::from_secs(3), stream.next())
             .await
             .unwrap_or_else(|_| panic!("only {n} unlock messages"))
             .unwrap();
+        assert!(msg.get_channel_name().starts_with(&prefix));
         assert!(
+            channels.remove(msg.get_channel_name()),
+            "unexpected or repeated {}",
             msg.get_channel_name()
-                .starts_with("redisson_lock__channel:{drop-many")
         );
-        assert_eq!(msg.get_payload::<String>().unwrap(), "0");
+        assert_eq!(msg.get_payload::<String>().unwrap(), kind.release_message());
     }
     assert!(timeout(ms(200), stream.next()).await.is_err());
 }
 
-#[tokio::test]
-async fn forget_keeps_key_until_lease_expires() {
+per_kind!(#[tokio::test] async fn forget_keeps_key_until_lease_expires);
+
+async fn forget_keeps_key_until_lease_expires(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("forget-lease");
-    let mut pubsub = subscribe(&server, &name).await;
+    let mut pubsub = subscribe(&server, kind, &name).await;
 
-    let guard = client
-        .lock(&name)
+    let guard = kind
+        .any(&client, &name)
         .lock_with_options(&LockOptions::new().lease(ms(300)))
         .await
         .unwrap();
-    let holder = field(&client, guard.owner());
+    let holder = kind.field(&client, guard.owner());
+    // For the fair lock: a waiter a release would publish to.
+    kind.queue_stand_in(&mut raw, &name).await;
     guard.forget();
 
-    assert_eq!(hash(&mut raw, &name).await, vec![(holder, "1".to_owned())]);
-    let p = pttl(&mut raw, &name).await;
-    assert!(p > 0 && p <= 300, "pttl {p}");
-    wait_gone(&mut raw, &name, ms(2000)).await;
+    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 1));
+    let keys = kind.hold_keys(&name, &holder, 1);
+    assert_ttls_within(&mut raw, &keys, 300).await;
+    wait_all_gone(&mut raw, &keys, ms(2000)).await;
     // Gone by expiry, not by a release: no unlock message.
     assert!(timeout(ms(200), pubsub.on_message().next()).await.is_err());
+    kind.dequeue_stand_in(&mut raw, &name).await;
+    assert_eq!(dbsize(&mut raw).await, 0);
     client.shutdown().await;
 }
 
-#[tokio::test]
-async fn forget_stops_watchdog_renewal() {
+per_kind!(#[tokio::test] async fn forget_stops_watchdog_renewal);
+
+async fn forget_stops_watchdog_renewal(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client_with_watchdog(&server, ms(600));
     let forgotten = unique_name("forget-wd");
     let kept = unique_name("forget-wd-kept");
 
-    let g_forgotten = client.lock(&forgotten).lock().await.unwrap();
-    let g_kept = client.lock(&kept).lock().await.unwrap();
-    let holder = field(&client, g_forgotten.owner());
-    // Both are renewed for a while.
+    let g_forgotten = kind.any(&client, &forgotten).lock().await.unwrap();
+    let g_kept = kind.any(&client, &kept).lock().await.unwrap();
+    let holder = kind.field(&client, g_forgotten.owner());
+    let forgotten_keys = kind.hold_keys(&forgotten, &holder, 1);
+    let kept_keys = kind.hold_keys(&kept, &kind.field(&client, g_kept.owner()), 1);
+    // Both are renewed for a while (the read half's marker keys too).
     sleep(ms(700)).await;
     assert!(exists(&mut raw, &forgotten).await);
+    assert_ttls_within(&mut raw, &forgotten_keys, 600).await;
     g_forgotten.forget();
-    assert_eq!(
-        hash(&mut raw, &forgotten).await,
-        vec![(holder, "1".to_owned())]
-    );
+    assert_eq!(hash(&mut raw, &forgotten).await, kind.hash_of(&holder, 1));
 
     // Without renewal it expires within the 600 ms watchdog timeout (+ at most one renewal
     // already in flight, + margin), while the kept lock is still renewed.
-    let after = wait_gone(&mut raw, &forgotten, ms(2000)).await;
+    let start = Instant::now();
+    wait_all_gone(&mut raw, &forgotten_keys, ms(2000)).await;
+    let after = start.elapsed();
     sleep(ms(700).saturating_sub(after)).await;
-    let p = pttl(&mut raw, &kept).await;
-    assert!(p > 0 && p <= 600, "kept lock pttl {p}");
+    assert_ttls_within(&mut raw, &kept_keys, 600).await;
     assert!(!exists(&mut raw, &forgotten).await);
     g_kept.unlock().await.unwrap();
     assert!(!exists(&mut raw, &kept).await);
+    assert_eq!(dbsize(&mut raw).await, 0);
     client.shutdown().await;
 }
 
-#[tokio::test]
-async fn guard_moved_to_another_task_is_unlocked_there() {
+per_kind!(#[tokio::test] async fn guard_moved_to_another_task_is_unlocked_there);
+
+async fn guard_moved_to_another_task_is_unlocked_there(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("moved");
-    let lock = client.lock(&name);
-    let mut pubsub = subscribe(&server, &name).await;
+    let lock = kind.any(&client, &name);
+    let mut pubsub = subscribe(&server, kind, &name).await;
 
     let guard = lock.lock().await.unwrap();
     let owner = guard.owner();
     assert_eq!(owner, Owner::current());
-    let holder = field(&client, owner);
+    let expected = kind.hold_hash(&client, owner, 1);
+    let keys = kind.hold_keys(&name, &kind.field(&client, owner), 1);
+    kind.queue_stand_in(&mut raw, &name).await;
 
     let (name2, mut raw2) = (name.clone(), server.conn().await);
     let result = tokio::spawn(async move {
@@ -374,28 +466,31 @@ async fn guard_moved_to_another_task_is_unlocked_there() {
         assert_ne!(Owner::current(), guard.owner());
         assert_eq!(guard.owner(), owner);
         assert_eq!(guard.name(), name2);
-        assert_eq!(
-            hash(&mut raw2, &name2).await,
-            vec![(holder, "1".to_owned())]
-        );
+        assert_eq!(hash(&mut raw2, &name2).await, expected);
         guard.unlock().await
     })
     .await
     .unwrap();
     result.unwrap();
     assert!(!exists(&mut raw, &name).await);
-    expect_one_unlock_message(&mut pubsub, &name).await;
+    for key in &keys {
+        assert!(!exists(&mut raw, key).await, "{key}");
+    }
+    expect_one_unlock_message(&mut pubsub, kind, &name).await;
+    kind.dequeue_stand_in(&mut raw, &name).await;
+    assert_eq!(dbsize(&mut raw).await, 0);
     client.shutdown().await;
 }
 
-#[tokio::test]
-async fn guard_with_explicit_owner_dropped_in_another_task_releases() {
+per_kind!(#[tokio::test] async fn guard_with_explicit_owner_dropped_in_another_task_releases);
+
+async fn guard_with_explicit_owner_dropped_in_another_task_releases(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("moved-owner");
-    let lock = client.lock(&name);
-    let mut pubsub = subscribe(&server, &name).await;
+    let lock = kind.any(&client, &name);
+    let mut pubsub = subscribe(&server, kind, &name).await;
 
     let owner = Owner::new(4242);
     let guard = lock
@@ -405,45 +500,53 @@ async fn guard_with_explicit_owner_dropped_in_another_task_releases() {
     assert_eq!(guard.owner(), owner);
     assert_eq!(
         hash(&mut raw, &name).await,
-        vec![(field(&client, owner), "1".to_owned())]
+        kind.hold_hash(&client, owner, 1)
     );
     assert_eq!(lock.hold_count(owner).await.unwrap(), 1);
+    kind.queue_stand_in(&mut raw, &name).await;
 
     tokio::spawn(async move { drop(guard) }).await.unwrap();
-    expect_one_unlock_message(&mut pubsub, &name).await;
-    wait_gone(&mut raw, &name, ms(2000)).await;
+    expect_one_unlock_message(&mut pubsub, kind, &name).await;
+    let keys = kind.hold_keys(&name, &kind.field(&client, owner), 1);
+    wait_all_gone(&mut raw, &keys, ms(2000)).await;
     assert_eq!(lock.hold_count(owner).await.unwrap(), 0);
+    kind.dequeue_stand_in(&mut raw, &name).await;
+    assert_eq!(dbsize(&mut raw).await, 0);
     client.shutdown().await;
 }
 
-#[tokio::test]
-async fn unlock_after_shutdown_returns_shutdown() {
+per_kind!(#[tokio::test] async fn unlock_after_shutdown_returns_shutdown);
+
+async fn unlock_after_shutdown_returns_shutdown(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
     let name = unique_name("unlock-shut");
 
-    let guard = client
-        .lock(&name)
+    let guard = kind
+        .any(&client, &name)
         .lock_with_options(&LockOptions::new().lease(Duration::from_secs(10)))
         .await
         .unwrap();
-    let holder = field(&client, guard.owner());
+    let holder = kind.field(&client, guard.owner());
     client.shutdown().await;
 
     let err = guard.unlock().await.unwrap_err();
     assert!(matches!(err, Error::Shutdown), "{err:?}");
     assert!(err.is_shutdown());
-    // The lock stays until its lease expires.
-    assert_eq!(hash(&mut raw, &name).await, vec![(holder, "1".to_owned())]);
-    let p = pttl(&mut raw, &name).await;
-    assert!(p > 9_000 && p <= 10_000, "pttl {p}");
+    // The lock stays until its lease expires (for the read half, its marker key too).
+    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 1));
+    for key in kind.hold_keys(&name, &holder, 1) {
+        let p = pttl(&mut raw, &key).await;
+        assert!(p > 9_000 && p <= 10_000, "{key}: pttl {p}");
+    }
 }
+
+per_kind!(#[test] fn drop_after_runtime_is_gone_does_not_panic);
 
 /// A guard that outlives its runtime (no `shutdown` was called) is dropped on a plain thread:
 /// no panic, and the lock simply expires with its lease.
-#[test]
-fn drop_after_runtime_is_gone_does_not_panic() {
+fn drop_after_runtime_is_gone_does_not_panic(kind: Kind) {
     let server = RedisServer::start();
     let name = unique_name("drop-no-runtime");
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -452,14 +555,14 @@ fn drop_after_runtime_is_gone_does_not_panic() {
         .unwrap();
     let (client, guard) = rt.block_on(async {
         let client = client(&server);
-        let guard = client
-            .lock(&name)
+        let guard = kind
+            .any(&client, &name)
             .lock_with_options(&LockOptions::new().lease(Duration::from_secs(10)))
             .await
             .unwrap();
         (client, guard)
     });
-    let holder = field(&client, guard.owner());
+    let holder = kind.field(&client, guard.owner());
     drop(rt);
 
     let dropped = std::thread::spawn(move || drop(guard)).join();
@@ -472,8 +575,10 @@ fn drop_after_runtime_is_gone_does_not_panic() {
         .unwrap();
     rt.block_on(async {
         let mut raw = server.conn().await;
-        assert_eq!(hash(&mut raw, &name).await, vec![(holder, "1".to_owned())]);
-        let p = pttl(&mut raw, &name).await;
-        assert!(p > 0 && p <= 10_000, "pttl {p}");
+        assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 1));
+        for key in kind.hold_keys(&name, &holder, 1) {
+            let p = pttl(&mut raw, &key).await;
+            assert!(p > 0 && p <= 10_000, "{key}: pttl {p}");
+        }
     });
 }

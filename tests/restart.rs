@@ -1,12 +1,16 @@
 //! Redis restarts without persistence (RELIABILITY_TESTS.md T7): every lock vanishes. Holders
 //! learn it from the watchdog, waiters acquire once Redis is back, the client keeps working.
+//!
+//! Every test runs once per lock kind (`common::Kind`, `per_kind!`). A read hold does not keep
+//! other readers out: the waiter behind a read holder takes the write half (`Kind::rival`).
+//! After the restart the server has no scripts loaded; the read half's `is_locked` is a script
+//! too.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, unique_name};
-use redis::AsyncCommands;
+use common::{Kind, RedisServer, hash, per_kind, unique_name};
 use redisson_sync::{Client, Error, LockOptions, Owner};
 
 fn client(server: &RedisServer) -> Client {
@@ -20,17 +24,19 @@ fn client(server: &RedisServer) -> Client {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_a_restart_holders_learn_the_loss_and_waiters_acquire() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn after_a_restart_holders_learn_the_loss_and_waiters_acquire);
+
+async fn after_a_restart_holders_learn_the_loss_and_waiters_acquire(kind: Kind) {
     let mut server = RedisServer::start();
     let holder = client(&server);
     let waiter = client(&server);
     let name = unique_name("restart");
-    let guard = holder.lock(&name).lock().await.unwrap();
+    let guard = kind.any(&holder, &name).lock().await.unwrap();
 
-    // A waiter on the other client, subscribed and sleeping.
+    // A waiter on the other client, subscribed and sleeping (behind a read holder, a writer).
+    let waiter_kind = kind.rival();
     let waiting = {
-        let lock = waiter.lock(&name);
+        let lock = waiter_kind.any(&waiter, &name);
         tokio::spawn(async move {
             // Errors while Redis is down end this attempt; retry, bounded.
             let deadline = Instant::now() + Duration::from_secs(15);
@@ -71,14 +77,16 @@ async fn after_a_restart_holders_learn_the_loss_and_waiters_acquire() {
         .expect("waiter acquired after the restart")
         .unwrap();
     let mut raw = server.conn().await;
-    let fields: Vec<String> = raw.hkeys(&name).await.unwrap();
-    assert_eq!(fields, vec![format!("{}:9", waiter.id())]);
+    assert_eq!(
+        hash(&mut raw, &name).await,
+        waiter_kind.hold_hash(&waiter, Owner::new(9), 1)
+    );
     got.unlock().await.unwrap();
 
     // Both clients met the broken connections already (renewals, attempts), which retired
     // every connection opened before the restart: the next operations work at once.
     for client in [&holder, &waiter] {
-        let lock = client.lock(unique_name("after"));
+        let lock = kind.any(client, &unique_name("after"));
         let g = lock.lock().await.expect("lock works after the restart");
         assert!(lock.is_locked().await.unwrap());
         g.unlock().await.unwrap();
@@ -87,16 +95,19 @@ async fn after_a_restart_holders_learn_the_loss_and_waiters_acquire() {
     waiter.shutdown().await;
 }
 
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn an_idle_client_recovers_after_a_restart);
+
 /// A client idle during the restart still has broken connections in its pool: queries retry
 /// once on a fresh connection; a lock operation (not retried: an acquire may have run) fails
 /// at most once with a connection error, which retires every stale connection.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_client_recovers_after_a_restart() {
+async fn an_idle_client_recovers_after_a_restart(kind: Kind) {
     let mut server = RedisServer::start();
     let idle = client(&server);
     let name = unique_name("idle");
     // Open a few pooled connections.
-    let locks: Vec<_> = (0..4).map(|i| idle.lock(format!("{name}:{i}"))).collect();
+    let locks: Vec<_> = (0..4)
+        .map(|i| kind.any(&idle, &format!("{name}:{i}")))
+        .collect();
     let guards = futures_util::future::join_all(locks.iter().map(|l| l.try_lock())).await;
     for g in guards {
         g.unwrap().unwrap().forget();
@@ -111,7 +122,7 @@ async fn an_idle_client_recovers_after_a_restart() {
             "keys are gone after the restart"
         );
     }
-    let lock = idle.lock(&name);
+    let lock = kind.any(&idle, &name);
     let mut errors = 0;
     let guard = loop {
         match lock.try_lock().await {

@@ -4,6 +4,11 @@
 //! Every test uses a short watchdog timeout (renewal period = timeout / 3) and checks the Redis
 //! state with a raw connection: PTTL ranges, hash contents and `INFO commandstats` counters of the
 //! script commands (EVALSHA/EVAL), which only the clients under test send.
+//!
+//! Every test runs once per lock kind (`common::Kind`, `per_kind!`). Kind-specific: the
+//! watchdog renews a read hold with its own script (`lua/rwlock/renew_read.lua`), which renews
+//! the hold's marker keys too (their PTTLs are checked with the hash's); a read hold does not
+//! keep other readers out, so the contender of a read hold takes the write half.
 
 mod common;
 
@@ -12,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{
-    RedisServer, client_with_watchdog, command_stats, dbsize, exists, field, hash, ms, pttl,
-    unique_name,
+    Kind, RedisServer, client_with_watchdog, command_stats, dbsize, exists, hash, ms, per_kind,
+    pttl, unique_name,
 };
 use futures_util::StreamExt;
 use redis::AsyncCommands;
@@ -37,8 +42,23 @@ async fn script_and_pexpire_calls(raw: &mut MultiplexedConnection) -> (u64, u64)
     (scripts, command_calls(raw, "pexpire").await)
 }
 
-#[tokio::test]
-async fn watchdog_keeps_lock_alive_past_three_timeouts() {
+/// Asserts that every key of `keys` (a hold's [`Kind::hold_keys`]) has a PTTL in
+/// `(0, timeout_ms]`.
+async fn assert_pttls_within(
+    raw: &mut MultiplexedConnection,
+    keys: &[String],
+    timeout_ms: i64,
+    at: Duration,
+) {
+    for key in keys {
+        let p = pttl(raw, key).await;
+        assert!(p > 0 && p <= timeout_ms, "{key}: pttl {p} after {at:?}");
+    }
+}
+
+per_kind!(#[tokio::test] async fn watchdog_keeps_lock_alive_past_three_timeouts);
+
+async fn watchdog_keeps_lock_alive_past_three_timeouts(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let timeout_ms = 600;
@@ -46,9 +66,11 @@ async fn watchdog_keeps_lock_alive_past_three_timeouts() {
     let other = client_with_watchdog(&server, ms(timeout_ms));
     let name = unique_name("wd-alive");
 
-    let guard = client.lock(&name).lock().await.unwrap();
+    let guard = kind.any(&client, &name).lock().await.unwrap();
     assert_eq!(guard.lease(), None);
-    let holder = field(&client, guard.owner());
+    let holder = kind.field(&client, guard.owner());
+    // The read half's marker key is renewed with the hash.
+    let markers = kind.markers(&name, &holder, 1);
     let start = Instant::now();
     let mut previous = pttl(&mut raw, &name).await;
     assert!(previous > 0 && previous <= 600, "pttl {previous}");
@@ -58,12 +80,19 @@ async fn watchdog_keeps_lock_alive_past_three_timeouts() {
         sleep(ms(70)).await;
         let p = pttl(&mut raw, &name).await;
         assert!(p > 0 && p <= 600, "pttl {p} after {:?}", start.elapsed());
+        assert_pttls_within(&mut raw, &markers, 600, start.elapsed()).await;
         if p > previous {
             renewals_seen += 1;
         }
         previous = p;
+        // (Readers share the lock: the other client tries the write half.)
         assert!(
-            other.lock(&name).try_lock().await.unwrap().is_none(),
+            kind.rival()
+                .any(&other, &name)
+                .try_lock()
+                .await
+                .unwrap()
+                .is_none(),
             "another client got the lock after {:?}",
             start.elapsed()
         );
@@ -73,34 +102,33 @@ async fn watchdog_keeps_lock_alive_past_three_timeouts() {
     assert!(samples >= 3, "only {samples} samples");
     // The key outlived its 600 ms lease three times over: it was renewed, and PTTL went up.
     assert!(renewals_seen >= 1, "no renewal observed");
-    assert_eq!(hash(&mut raw, &name).await, vec![(holder, "1".to_owned())]);
+    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 1));
     assert!(!guard.is_lost());
 
     guard.unlock().await.unwrap();
     assert!(!exists(&mut raw, &name).await);
+    assert_eq!(dbsize(&mut raw).await, 0);
     other.shutdown().await;
     client.shutdown().await;
 }
 
-#[tokio::test]
-async fn explicit_lease_expires_on_time_and_is_never_renewed() {
+per_kind!(#[tokio::test] async fn explicit_lease_expires_on_time_and_is_never_renewed);
+
+async fn explicit_lease_expires_on_time_and_is_never_renewed(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client_with_watchdog(&server, ms(600));
     let other = client_with_watchdog(&server, ms(600));
     let name = unique_name("wd-lease");
-    let lock = client.lock(&name);
+    let lock = kind.any(&client, &name);
 
     let guard = lock
         .lock_with_options(&LockOptions::new().lease(ms(300)))
         .await
         .unwrap();
     assert_eq!(guard.lease(), Some(ms(300)));
-    let holder = field(&client, guard.owner());
-    assert_eq!(
-        hash(&mut raw, &name).await,
-        vec![(holder.clone(), "1".to_owned())]
-    );
+    let holder = kind.field(&client, guard.owner());
+    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 1));
     let mut previous = pttl(&mut raw, &name).await;
     assert!(previous > 0 && previous <= 300, "pttl {previous}");
 
@@ -127,17 +155,19 @@ async fn explicit_lease_expires_on_time_and_is_never_renewed() {
     // for it: `valid_until` is the acquire's send time plus the 300 ms lease).
     sleep(ms(450)).await;
     assert!(!exists(&mut raw, &name).await);
+    // (The read half's marker key expired with the hash.)
+    assert_eq!(dbsize(&mut raw).await, 0);
     assert!(guard.is_lost());
     assert!(timeout(ms(10), guard.lost()).await.is_ok());
     assert!(guard.valid_until() <= std::time::Instant::now());
 
-    let g2 = other
-        .lock(&name)
+    let g2 = kind
+        .any(&other, &name)
         .try_lock_with_options(Duration::ZERO, &LockOptions::new().owner(Owner::new(5)))
         .await
         .unwrap()
         .expect("lock free after the lease expired");
-    let other_holder = field(&other, Owner::new(5));
+    let other_holder = kind.field(&other, Owner::new(5));
     let err = guard.unlock().await.unwrap_err();
     match &err {
         Error::NotHeld { name: n, holder: h } => {
@@ -146,18 +176,17 @@ async fn explicit_lease_expires_on_time_and_is_never_renewed() {
         }
         e => panic!("expected NotHeld, got {e:?}"),
     }
-    assert_eq!(
-        hash(&mut raw, &name).await,
-        vec![(other_holder, "1".to_owned())]
-    );
+    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&other_holder, 1));
     g2.unlock().await.unwrap();
     assert!(!exists(&mut raw, &name).await);
+    assert_eq!(dbsize(&mut raw).await, 0);
     other.shutdown().await;
     client.shutdown().await;
 }
 
-#[tokio::test]
-async fn never_renews_after_unlock_over_1000_cycles() {
+per_kind!(#[tokio::test] async fn never_renews_after_unlock_over_1000_cycles);
+
+async fn never_renews_after_unlock_over_1000_cycles(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let period = ms(100);
@@ -171,7 +200,7 @@ async fn never_renews_after_unlock_over_1000_cycles() {
                     .map(|i| unique_name(&format!("wd-cycle{t}-{i}")))
                     .collect();
                 for i in 0..250 {
-                    let lock = client.lock(&names[i % names.len()]);
+                    let lock = kind.any(&client, &names[i % names.len()]);
                     let guard = lock.lock().await.unwrap();
                     assert!(!guard.is_lost());
                     match i % 4 {
@@ -222,7 +251,7 @@ async fn never_renews_after_unlock_over_1000_cycles() {
     assert_eq!(dbsize(&mut raw).await, 0);
 
     // Positive control: with one lock held, the same window shows the watchdog at work.
-    let guard = client.lock(&names[0]).lock().await.unwrap();
+    let guard = kind.any(&client, &names[0]).lock().await.unwrap();
     let before = script_and_pexpire_calls(&mut raw).await;
     sleep(period * 4).await;
     let after = script_and_pexpire_calls(&mut raw).await;
@@ -234,7 +263,8 @@ async fn never_renews_after_unlock_over_1000_cycles() {
 
     // A hold released right after a renewal tick is not renewed by any later tick. Made
     // visible by taking the same lock again for the same owner with an explicit lease, which
-    // the watchdog must leave alone: a stale renewal would cut its PTTL to 300 ms.
+    // the watchdog must leave alone: a stale renewal would cut its PTTL to 300 ms (for the
+    // read half, the PTTL of its marker key too).
     let marker = names[0].clone();
     let reused = names[1].clone();
     let owner = LockOptions::new().owner(Owner::new(1));
@@ -250,7 +280,7 @@ async fn never_renews_after_unlock_over_1000_cycles() {
         previous = p;
         assert!(start.elapsed() < ms(2000), "no renewal tick observed");
     }
-    let lock = client.lock(&reused);
+    let lock = kind.any(&client, &reused);
     lock.lock_with_options(&owner)
         .await
         .unwrap()
@@ -261,16 +291,22 @@ async fn never_renews_after_unlock_over_1000_cycles() {
         .lock_with_options(&owner.clone().lease(Duration::from_secs(10)))
         .await
         .unwrap();
-    let mut previous = pttl(&mut raw, &reused).await;
+    let leased_keys = kind.hold_keys(&reused, &kind.field(&client, Owner::new(1)), 1);
+    let mut previous = Vec::new();
+    for key in &leased_keys {
+        previous.push(pttl(&mut raw, key).await);
+    }
     let start = Instant::now();
     while start.elapsed() < period * 4 {
         sleep(ms(20)).await;
-        let p = pttl(&mut raw, &reused).await;
-        assert!(
-            p > 9_000 && p <= previous,
-            "pttl of {reused} went from {previous} to {p}"
-        );
-        previous = p;
+        for (key, previous) in leased_keys.iter().zip(previous.iter_mut()) {
+            let p = pttl(&mut raw, key).await;
+            assert!(
+                p > 9_000 && p <= *previous,
+                "pttl of {key} went from {previous} to {p}"
+            );
+            *previous = p;
+        }
     }
     leased.unlock().await.unwrap();
     guard.unlock().await.unwrap();
@@ -285,7 +321,7 @@ enum Removal {
     ForceUnlock,
 }
 
-async fn lost_lock_is_signalled_and_unlock_reports_it(removal: Removal) {
+async fn lost_lock_is_signalled_and_unlock_reports_it(removal: Removal, kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let period = ms(200);
@@ -293,7 +329,7 @@ async fn lost_lock_is_signalled_and_unlock_reports_it(removal: Removal) {
     let other = client_with_watchdog(&server, period * 3);
     let name = unique_name("wd-lost");
 
-    let guard = client.lock(&name).lock().await.unwrap();
+    let guard = kind.any(&client, &name).lock().await.unwrap();
     assert!(!guard.is_lost());
     // A renewal period passes without the guard being reported lost.
     assert!(timeout(period + ms(100), guard.lost()).await.is_err());
@@ -304,7 +340,7 @@ async fn lost_lock_is_signalled_and_unlock_reports_it(removal: Removal) {
             let n: u64 = raw.del(&name).await.unwrap();
             assert_eq!(n, 1);
         }
-        Removal::ForceUnlock => assert!(other.lock(&name).force_unlock().await.unwrap()),
+        Removal::ForceUnlock => assert!(kind.any(&other, &name).force_unlock().await.unwrap()),
     }
     // Detected at the next renewal (one period, 200 ms); generous bound for a loaded machine.
     timeout(Duration::from_secs(2), guard.lost())
@@ -320,13 +356,13 @@ async fn lost_lock_is_signalled_and_unlock_reports_it(removal: Removal) {
     let new_opts = LockOptions::new()
         .owner(Owner::new(9))
         .lease(Duration::from_secs(10));
-    let g2 = other
-        .lock(&name)
+    let g2 = kind
+        .any(&other, &name)
         .try_lock_with_options(Duration::ZERO, &new_opts)
         .await
         .unwrap()
         .expect("lock is free");
-    let new_holder = field(&other, Owner::new(9));
+    let new_holder = kind.field(&other, Owner::new(9));
 
     // The lost hold was dropped from renewal, and its unlock does not touch Redis: no script
     // runs from here on.
@@ -344,10 +380,7 @@ async fn lost_lock_is_signalled_and_unlock_reports_it(removal: Removal) {
         "(scripts, pexpire) calls after the lock was lost"
     );
 
-    assert_eq!(
-        hash(&mut raw, &name).await,
-        vec![(new_holder, "1".to_owned())]
-    );
+    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&new_holder, 1));
     let p = pttl(&mut raw, &name).await;
     assert!(p > 8_500 && p < 10_000, "new holder's pttl {p}");
     g2.unlock().await.unwrap();
@@ -356,18 +389,24 @@ async fn lost_lock_is_signalled_and_unlock_reports_it(removal: Removal) {
     client.shutdown().await;
 }
 
-#[tokio::test]
-async fn key_deleted_behind_holders_back_is_signalled_lost() {
-    lost_lock_is_signalled_and_unlock_reports_it(Removal::RawDel).await;
+per_kind!(#[tokio::test] async fn key_deleted_behind_holders_back_is_signalled_lost);
+
+/// (For the read half, `DEL` removes the hash only: the hold's marker key is left to expire,
+/// which it does within a watchdog timeout as nothing renews it any more.)
+async fn key_deleted_behind_holders_back_is_signalled_lost(kind: Kind) {
+    lost_lock_is_signalled_and_unlock_reports_it(Removal::RawDel, kind).await;
 }
 
-#[tokio::test]
-async fn force_unlock_by_another_client_is_signalled_lost() {
-    lost_lock_is_signalled_and_unlock_reports_it(Removal::ForceUnlock).await;
+per_kind!(#[tokio::test] async fn force_unlock_by_another_client_is_signalled_lost);
+
+/// (The halves force-unlock a lock in their own mode only: the holder's own half here.)
+async fn force_unlock_by_another_client_is_signalled_lost(kind: Kind) {
+    lost_lock_is_signalled_and_unlock_reports_it(Removal::ForceUnlock, kind).await;
 }
 
-#[tokio::test]
-async fn key_taken_over_by_another_owner_is_lost_and_not_extended() {
+per_kind!(#[tokio::test] async fn key_taken_over_by_another_owner_is_lost_and_not_extended);
+
+async fn key_taken_over_by_another_owner_is_lost_and_not_extended(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let period = ms(200);
@@ -375,24 +414,21 @@ async fn key_taken_over_by_another_owner_is_lost_and_not_extended() {
     let other = client_with_watchdog(&server, period * 3);
     let name = unique_name("wd-takeover");
 
-    let guard = client.lock(&name).lock().await.unwrap();
-    let old_holder = field(&client, guard.owner());
-    assert_eq!(
-        hash(&mut raw, &name).await,
-        vec![(old_holder, "1".to_owned())]
-    );
+    let guard = kind.any(&client, &name).lock().await.unwrap();
+    let old_holder = kind.field(&client, guard.owner());
+    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&old_holder, 1));
 
     // Delete and take over at once, before the old holder's next renewal.
     let n: u64 = raw.del(&name).await.unwrap();
     assert_eq!(n, 1);
     let new_opts = LockOptions::new().owner(Owner::new(3)).lease(ms(5_000));
-    let g2 = other
-        .lock(&name)
+    let g2 = kind
+        .any(&other, &name)
         .try_lock_with_options(Duration::ZERO, &new_opts)
         .await
         .unwrap()
         .expect("lock is free after DEL");
-    let new_holder = field(&other, Owner::new(3));
+    let new_holder = kind.field(&other, Owner::new(3));
 
     timeout(Duration::from_secs(2), guard.lost())
         .await
@@ -421,10 +457,7 @@ async fn key_taken_over_by_another_owner_is_lost_and_not_extended() {
 
     let err = guard.unlock().await.unwrap_err();
     assert!(matches!(err, Error::LeaseLost { .. }), "{err:?}");
-    assert_eq!(
-        hash(&mut raw, &name).await,
-        vec![(new_holder, "1".to_owned())]
-    );
+    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&new_holder, 1));
     g2.unlock().await.unwrap();
     assert!(!exists(&mut raw, &name).await);
     other.shutdown().await;
@@ -461,8 +494,9 @@ fn parse_renew(line: &str, sha: &str) -> Option<RenewCall> {
     Some(RenewCall { keys, argv })
 }
 
-#[tokio::test]
-async fn renewals_are_batched_by_watchdog_batch_size() {
+per_kind!(#[tokio::test] async fn renewals_are_batched_by_watchdog_batch_size);
+
+async fn renewals_are_batched_by_watchdog_batch_size(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let timeout_ms = 600;
@@ -472,18 +506,21 @@ async fn renewals_are_batched_by_watchdog_batch_size() {
         .watchdog_batch_size(3)
         .build()
         .unwrap();
-    let renew_sha = redis::Script::new(include_str!("../lua/lock/renew.lua"))
-        .get_hash()
-        .to_owned();
+    // Read holds have their own renewal script; every other kind renews its hash field.
+    let renew_script = match kind {
+        Kind::Read => include_str!("../lua/rwlock/renew_read.lua"),
+        Kind::Lock | Kind::Fair | Kind::Write => include_str!("../lua/lock/renew.lua"),
+    };
+    let renew_sha = redis::Script::new(renew_script).get_hash().to_owned();
 
     let names: Vec<String> = (0..10)
         .map(|i| unique_name(&format!("wd-batch{i}")))
         .collect();
     let mut guards = Vec::new();
     for name in &names {
-        guards.push(client.lock(name).lock().await.unwrap());
+        guards.push(kind.any(&client, name).lock().await.unwrap());
     }
-    let holder = field(&client, guards[0].owner());
+    let holder = kind.field(&client, guards[0].owner());
     let all: BTreeSet<String> = names.iter().cloned().collect();
 
     // Wait one period so that every tick from here on sees all 10 holds, then record every
@@ -524,11 +561,18 @@ async fn renewals_are_batched_by_watchdog_batch_size() {
         .iter()
         .filter_map(|l| parse_renew(l, &renew_sha))
         .collect();
-    // Every call: at most 3 keys, ARGV = [lease, field of KEYS[1], field of KEYS[2], ...].
+    // Every call: at most 3 keys, ARGV = [lease, field of KEYS[1], field of KEYS[2], ...]; for
+    // read holds each field is followed by the prefix of its marker keys in that lock,
+    // `{KEYS[i]}:<field>:rwlock_timeout`.
     for call in &calls {
         assert!((1..=3).contains(&call.keys.len()), "{call:?}");
         let mut expected_argv = vec![timeout_ms.to_string()];
-        expected_argv.extend(std::iter::repeat_n(holder.clone(), call.keys.len()));
+        for key in &call.keys {
+            expected_argv.push(holder.clone());
+            if kind == Kind::Read {
+                expected_argv.push(format!("{{{key}}}:{holder}:rwlock_timeout"));
+            }
+        }
         assert_eq!(call.argv, expected_argv, "{call:?}");
         assert!(call.keys.iter().all(|k| all.contains(k)), "{call:?}");
     }
@@ -561,25 +605,27 @@ async fn renewals_are_batched_by_watchdog_batch_size() {
     client.shutdown().await;
 }
 
-#[tokio::test]
-async fn reentrant_holds_keep_renewal_until_the_last_is_released() {
+per_kind!(#[tokio::test] async fn reentrant_holds_keep_renewal_until_the_last_is_released);
+
+async fn reentrant_holds_keep_renewal_until_the_last_is_released(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let timeout_ms = 600;
     let client = client_with_watchdog(&server, ms(timeout_ms));
     let name = unique_name("wd-reentrant");
-    let lock = client.lock(&name);
+    let lock = kind.any(&client, &name);
     let owner = Owner::new(77);
     let opts = LockOptions::new().owner(owner);
-    let holder = field(&client, owner);
+    let holder = kind.field(&client, owner);
 
     let g1 = lock.lock_with_options(&opts).await.unwrap();
     let g2 = lock.lock_with_options(&opts).await.unwrap();
     let g3 = lock.lock_with_options(&opts).await.unwrap();
-    assert_eq!(
-        hash(&mut raw, &name).await,
-        vec![(holder.clone(), "3".to_owned())]
-    );
+    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 3));
+    // A read hold per marker key.
+    for key in kind.markers(&name, &holder, 3) {
+        assert!(exists(&mut raw, &key).await, "{key}");
+    }
 
     // Release one hold explicitly and one on drop.
     g1.unlock().await.unwrap();
@@ -590,18 +636,26 @@ async fn reentrant_holds_keep_renewal_until_the_last_is_released() {
         sleep(ms(20)).await;
     }
 
-    // The remaining hold is still renewed past three watchdog timeouts.
+    // The released holds' marker keys went with them (the read half).
+    for key in kind.markers(&name, &holder, 3).iter().skip(1) {
+        assert!(!exists(&mut raw, key).await, "{key}");
+    }
+
+    // The remaining hold is still renewed past three watchdog timeouts (with its marker key).
+    let markers = kind.markers(&name, &holder, 1);
     let start = Instant::now();
     while start.elapsed() < ms(3 * timeout_ms + 300) {
         sleep(ms(100)).await;
         let p = pttl(&mut raw, &name).await;
         assert!(p > 0 && p <= 600, "pttl {p} after {:?}", start.elapsed());
+        assert_pttls_within(&mut raw, &markers, 600, start.elapsed()).await;
     }
-    assert_eq!(hash(&mut raw, &name).await, vec![(holder, "1".to_owned())]);
+    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 1));
     assert!(!g3.is_lost());
 
     g3.unlock().await.unwrap();
     assert!(!exists(&mut raw, &name).await);
+    assert_eq!(dbsize(&mut raw).await, 0);
     // Nothing is renewed any more.
     sleep(ms(timeout_ms / 3 * 2)).await;
     let before = script_and_pexpire_calls(&mut raw).await;
