@@ -380,7 +380,10 @@ macro_rules! lock_api {
             /// # Errors
             ///
             /// [`Error::Redis`](crate::Error::Redis), [`Error::Timeout`](crate::Error::Timeout),
-            /// [`Error::Shutdown`](crate::Error::Shutdown).
+            /// [`Error::Shutdown`](crate::Error::Shutdown);
+            /// [`Error::WrongType`](crate::Error::WrongType) when the halves of a read-write
+            /// lock find a key of another type (they read its `mode`; the other kinds delete a
+            /// key of any type, as Redisson does).
             ///
             /// # Cancel safety
             ///
@@ -408,7 +411,9 @@ macro_rules! lock_api {
             /// # Errors
             ///
             /// [`Error::Redis`](crate::Error::Redis), [`Error::Timeout`](crate::Error::Timeout),
-            /// [`Error::Shutdown`](crate::Error::Shutdown).
+            /// [`Error::Shutdown`](crate::Error::Shutdown);
+            /// [`Error::WrongType`](crate::Error::WrongType) when the halves of a read-write
+            /// lock find a key of another type (the other kinds' `EXISTS` counts any key).
             ///
             /// # Cancel safety
             ///
