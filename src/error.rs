@@ -94,6 +94,11 @@ impl Error {
         }
     }
 
+    /// The key holds a Redis value of another type.
+    pub(crate) fn is_wrong_type(&self) -> bool {
+        matches!(self, Self::WrongType { .. })
+    }
+
     /// The connection the request was on dropped (or was already dead).
     pub(crate) fn connection_dropped(&self) -> bool {
         matches!(self, Self::Redis(e) if e.is_connection_dropped())

@@ -11,24 +11,45 @@
 //!   (expired, force-unlocked) and reports them lost, instead of letting a stale guard release
 //!   a newer hold;
 //! - when the outcome of an acquire or release is unknown (a timeout, a broken connection), the
-//!   operation keeps the slot until it is resolved: a fence key stops the request from still
-//!   taking effect later, and the count read in the same script says whether it did. A
+//!   operation keeps the slot until it is resolved: cutting off its connection at the server
+//!   stops the request from taking effect later, and the count read then says whether it did. A
 //!   re-acquire of the same owner waits for that (bounded), instead of racing a release that
 //!   may land late.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use std::hash::BuildHasher;
+
+use crate::fasthash::{FastMap, FastState};
 use crate::watchdog::{Lease, Loss};
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// A lock name and holder field, with their hash computed once.
+#[derive(Clone, Debug)]
 struct Key {
     name: Arc<str>,
     field: Arc<str>,
+    hash: u64,
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash
+            && (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
+            && (Arc::ptr_eq(&self.field, &other.field) || self.field == other.field)
+    }
+}
+
+impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -37,52 +58,112 @@ struct Slot {
     held: u32,
     /// An operation is in flight, or its outcome is unresolved.
     busy: bool,
-    /// Operations waiting for `busy` to clear.
-    waiting: usize,
-    wake: Arc<Notify>,
+    /// Operations waiting for `busy` to clear, and what wakes them (made on first use).
+    waiting: u32,
+    wake: Option<Arc<Notify>>,
     /// The leases of the guards of these holds, reported lost when Redis shows the holds gone.
-    leases: Vec<Weak<Lease>>,
+    leases: Leases,
     /// The count cannot be trusted (an operation ran without exclusive access, or an unknown
     /// outcome was never resolved): guards granted meanwhile are reported lost at once.
     tainted: bool,
 }
 
 impl Slot {
-    /// Stops counting one guard with `lease`; `false` if none was counted.
-    fn forget_lease(&mut self, lease: &Arc<Lease>) -> bool {
-        let found = self
-            .leases
-            .iter()
-            .position(|l| std::ptr::eq(l.as_ptr(), Arc::as_ptr(lease)));
-        if let Some(i) = found {
-            self.leases.swap_remove(i);
-        }
-        found.is_some()
-    }
-
     fn idle(&self) -> bool {
         !self.busy && self.waiting == 0 && self.held == 0 && self.leases.is_empty()
     }
 }
 
+/// The guards' leases of one slot: almost always one, kept without an allocation.
+#[derive(Debug, Default)]
+struct Leases {
+    first: Option<Weak<Lease>>,
+    more: Vec<Weak<Lease>>,
+}
+
+impl Leases {
+    fn is_empty(&self) -> bool {
+        self.first.is_none() && self.more.is_empty()
+    }
+
+    fn push(&mut self, lease: &Arc<Lease>) {
+        let weak = Arc::downgrade(lease);
+        if self.first.is_none() {
+            self.first = Some(weak);
+        } else {
+            self.more.push(weak);
+        }
+    }
+
+    /// Stops counting one guard with `lease`; `false` if none was counted.
+    fn remove(&mut self, lease: &Arc<Lease>) -> bool {
+        let is = |w: &Weak<Lease>| std::ptr::eq(w.as_ptr(), Arc::as_ptr(lease));
+        if self.first.as_ref().is_some_and(is) {
+            self.first = self.more.pop();
+            return true;
+        }
+        match self.more.iter().position(is) {
+            Some(i) => {
+                self.more.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Every lease still alive, the list emptied.
+    fn drain(&mut self) -> impl Iterator<Item = Arc<Lease>> {
+        self.first
+            .take()
+            .into_iter()
+            .chain(std::mem::take(&mut self.more))
+            .filter_map(|l| l.upgrade())
+    }
+
+    fn prune(&mut self) {
+        self.more.retain(|l| l.strong_count() > 0);
+        if self.first.as_ref().is_some_and(|l| l.strong_count() == 0) {
+            self.first = self.more.pop();
+        }
+    }
+}
+
+/// How many independently locked parts the record is split into, so that operations on
+/// different locks rarely wait for each other's mutex.
+const SHARDS: usize = 16;
+
 /// The record of one client's holds.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct Holds {
-    slots: Arc<Mutex<HashMap<Key, Slot>>>,
+    shards: Arc<[Mutex<FastMap<Key, Slot>>; SHARDS]>,
+    state: FastState,
+}
+
+impl Default for Holds {
+    fn default() -> Self {
+        Self {
+            shards: Arc::new(std::array::from_fn(|_| Mutex::default())),
+            state: FastState::default(),
+        }
+    }
 }
 
 impl fmt::Debug for Holds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Holds")
-            .field("slots", &self.slots().len())
-            .finish()
+        let slots: usize = self.shards.iter().map(|s| lock(s).len()).sum();
+        f.debug_struct("Holds").field("slots", &slots).finish()
     }
 }
 
+/// Locks a shard; nothing panics while holding it, so stay usable even if something did.
+fn lock(shard: &Mutex<FastMap<Key, Slot>>) -> MutexGuard<'_, FastMap<Key, Slot>> {
+    shard.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Holds {
-    fn slots(&self) -> MutexGuard<'_, HashMap<Key, Slot>> {
-        // Nothing panics while holding the lock; stay usable even if something did.
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The shard of `key`.
+    fn slots(&self, key: &Key) -> MutexGuard<'_, FastMap<Key, Slot>> {
+        lock(&self.shards[(key.hash >> 32) as usize % SHARDS])
     }
 
     /// Starts an operation on `field`'s holds of `name`: waits while another one is in flight
@@ -92,31 +173,41 @@ impl Holds {
         &self,
         name: &Arc<str>,
         field: &Arc<str>,
-        until: Option<Instant>,
+        patience: Option<Duration>,
     ) -> Op {
         let key = Key {
             name: name.clone(),
             field: field.clone(),
+            hash: self.state.hash_one((&**name, &**field)),
         };
+        let mut until = None;
         loop {
             let wake = {
-                let mut slots = self.slots();
-                let slot = slots.entry(key.clone()).or_default();
+                let mut slots = self.slots(&key);
+                let slot = match slots.get_mut(&key) {
+                    Some(slot) => slot,
+                    None => {
+                        sweep(&mut slots);
+                        slots.entry(key.clone()).or_default()
+                    }
+                };
                 if !slot.busy {
                     slot.busy = true;
+                    let (held, tainted) = (slot.held, slot.tainted);
                     return Op {
                         holds: self.clone(),
                         key,
-                        held: slot.held,
+                        held,
                         exclusive: true,
-                        tainted: slot.tainted,
+                        tainted,
                         done: false,
                     };
                 }
                 slot.waiting += 1;
-                slot.wake.clone()
+                slot.wake.get_or_insert_with(Default::default).clone()
             };
             let notified = wake.notified();
+            let until = *until.get_or_insert_with(|| patience.map(|p| Instant::now() + p));
             let in_time = match until {
                 Some(until) => tokio::time::timeout_at(until, notified).await.is_ok(),
                 None => {
@@ -124,22 +215,34 @@ impl Holds {
                     true
                 }
             };
-            let mut slots = self.slots();
+            let mut slots = self.slots(&key);
             let slot = slots.entry(key.clone()).or_default();
             slot.waiting -= 1;
             if !in_time && slot.busy {
                 tracing::warn!(lock = %key.name, holder = %key.field, "an earlier operation of this holder is still unresolved; going ahead without it");
                 slot.tainted = true;
+                let held = slot.held;
                 return Op {
                     holds: self.clone(),
                     key,
-                    held: slot.held,
+                    held,
                     exclusive: false,
                     tainted: true,
                     done: false,
                 };
             }
         }
+    }
+}
+
+/// Idle slots stay (the next operation on the same lock and holder reuses them) until a shard
+/// holds this many; then the idle ones are dropped.
+const SWEEP_AT: usize = 256;
+
+/// Drops a shard's idle slots once it has grown to [`SWEEP_AT`].
+fn sweep(slots: &mut FastMap<Key, Slot>) {
+    if slots.len() >= SWEEP_AT {
+        slots.retain(|_, slot| !slot.idle());
     }
 }
 
@@ -187,11 +290,11 @@ impl Op {
         if actual == self.held {
             return;
         }
-        let mut slots = self.holds.slots();
+        let mut slots = self.holds.slots(&self.key);
         let slot = slots.entry(self.key.clone()).or_default();
         if actual < self.held {
             tracing::warn!(lock = %self.key.name, holder = %self.key.field, counted = self.held, actual, "hold count differs from Redis: the older holds are lost");
-            for lease in slot.leases.drain(..).filter_map(|l| l.upgrade()) {
+            for lease in slot.leases.drain() {
                 lease.raise(Loss::Gone);
             }
         } else {
@@ -205,7 +308,7 @@ impl Op {
     pub(crate) fn granted(mut self, lease: &Arc<Lease>) {
         self.finish(|slot| {
             slot.held += 1;
-            slot.leases.push(Arc::downgrade(lease));
+            slot.leases.push(lease);
         });
     }
 
@@ -213,7 +316,7 @@ impl Op {
     pub(crate) fn released(mut self, lease: &Arc<Lease>) {
         self.finish(|slot| {
             slot.held = slot.held.saturating_sub(1);
-            slot.forget_lease(lease);
+            slot.leases.remove(lease);
         });
     }
 
@@ -227,7 +330,7 @@ impl Op {
     /// counted then).
     pub(crate) fn forgotten(mut self, lease: &Arc<Lease>) {
         self.finish(|slot| {
-            if slot.forget_lease(lease) {
+            if slot.leases.remove(lease) {
                 slot.held = slot.held.saturating_sub(1);
             }
         });
@@ -235,28 +338,27 @@ impl Op {
 
     fn finish(&mut self, update: impl FnOnce(&mut Slot)) {
         self.done = true;
-        let mut slots = self.holds.slots();
-        let slot = slots.entry(self.key.clone()).or_default();
+        let mut slots = self.holds.slots(&self.key);
+        let slot = match slots.get_mut(&self.key) {
+            Some(slot) => slot,
+            None => slots.entry(self.key.clone()).or_default(),
+        };
         update(slot);
-        self.release(&mut slots);
+        self.release(slot);
     }
 
-    fn release(&self, slots: &mut HashMap<Key, Slot>) {
-        let Some(slot) = slots.get_mut(&self.key) else {
-            return;
-        };
+    fn release(&self, slot: &mut Slot) {
         if self.exclusive {
             slot.busy = false;
-            if slot.waiting > 0 {
-                slot.wake.notify_one();
+            if slot.waiting > 0
+                && let Some(wake) = &slot.wake
+            {
+                wake.notify_one();
             }
         }
         if slot.held == 0 {
             slot.tainted = false;
-            slot.leases.retain(|l| l.strong_count() > 0);
-        }
-        if slot.idle() {
-            slots.remove(&self.key);
+            slot.leases.prune();
         }
     }
 }
@@ -267,18 +369,16 @@ impl Drop for Op {
             return;
         }
         // Never resolved: whatever it did, the count may be off by one.
-        let mut slots = self.holds.slots();
+        let mut slots = self.holds.slots(&self.key);
         if let Some(slot) = slots.get_mut(&self.key) {
             slot.tainted = slot.held > 0 || slot.tainted;
+            self.release(slot);
         }
-        self.release(&mut slots);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn names() -> (Arc<str>, Arc<str>) {
@@ -296,7 +396,12 @@ mod tests {
         let op = holds.enter(&name, &field, None).await;
         assert_eq!(op.held(), 1);
         op.released(&lease);
-        assert!(holds.slots().is_empty());
+        assert!(
+            holds
+                .shards
+                .iter()
+                .all(|s| lock(s).values().all(Slot::idle))
+        );
     }
 
     #[tokio::test]
@@ -305,7 +410,9 @@ mod tests {
         let (name, field) = names();
         let first = holds.enter(&name, &field, None).await;
         let soon = Instant::now() + Duration::from_millis(50);
-        let second = holds.enter(&name, &field, Some(soon)).await;
+        let second = holds
+            .enter(&name, &field, Some(Duration::from_millis(50)))
+            .await;
         // it went ahead after waiting, without exclusive access
         assert!(second.tainted());
         assert!(Instant::now() >= soon);

@@ -84,15 +84,6 @@ pub(crate) fn rwlock_key_prefix(name: &str) -> String {
     }
 }
 
-/// The prefix of this crate's per-request fence keys on `name`:
-/// `redisson_sync_fence:{N}:` (`docs/LAYOUT.md` §12). A request `R` whose outcome is unknown is
-/// fenced by writing `<prefix>R`; its script does nothing once that key exists. Same slot as N.
-pub(crate) fn fence_prefix(name: &str) -> String {
-    let mut prefix = prefix_name("redisson_sync_fence", name);
-    prefix.push(':');
-    prefix
-}
-
 /// The lock hash field of one holder: `<client uuid>:<owner id>` (`RedissonBaseLock.getLockName`).
 pub(crate) fn holder_field(client_id: &str, owner_id: u64) -> String {
     let mut field = String::with_capacity(client_id.len() + 21);
@@ -190,12 +181,6 @@ mod tests {
             let cut = &prefix[..prefix.find(&format!(":{f}")).unwrap()];
             assert_eq!(rwlock_key_prefix(name), cut, "{name}");
         }
-    }
-
-    #[test]
-    fn fence_keys_share_the_slot_of_the_name() {
-        assert_eq!(fence_prefix("myLock"), "redisson_sync_fence:{myLock}:");
-        assert_eq!(fence_prefix("{a}:b"), "redisson_sync_fence:{a}:b:");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 // holds; the wait engine; the primitives; the client facade.
 mod config;
 mod error;
+mod fasthash;
 mod layout;
 mod options;
 mod owner;

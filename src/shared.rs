@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::Config;
 use crate::conn::Conn;
@@ -23,9 +22,6 @@ pub(crate) struct Shared {
     pub(crate) watchdog: Watchdog,
     pub(crate) holds: Holds,
     pub(crate) tasks: Tasks,
-    /// Request ids: this client's random prefix and a counter.
-    request_prefix: u64,
-    requests: AtomicU64,
 }
 
 impl fmt::Debug for Shared {
@@ -60,8 +56,6 @@ impl Shared {
         );
         Ok(Self {
             id: crate::layout::client_id(&uuid),
-            request_prefix: uuid.as_u64_pair().1,
-            requests: AtomicU64::new(0),
             config,
             conn,
             pubsub,
@@ -78,32 +72,5 @@ impl Shared {
         } else {
             Ok(())
         }
-    }
-
-    /// Appends a fresh request id, unique to this client, to `out`: 32 lowercase hex digits,
-    /// like Redisson's (this client's random prefix, then a counter).
-    pub(crate) fn push_request_id(&self, out: &mut String) {
-        let n = self.requests.fetch_add(1, Ordering::Relaxed);
-        push_hex(out, self.request_prefix);
-        push_hex(out, n);
-    }
-}
-
-/// Appends `n` as 16 lowercase hex digits.
-fn push_hex(out: &mut String, n: u64) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for shift in (0..16).rev() {
-        out.push(char::from(DIGITS[((n >> (shift * 4)) & 0xf) as usize]));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn hex_is_sixteen_lowercase_digits() {
-        let mut s = String::new();
-        super::push_hex(&mut s, 0x0123_4567_89ab_cdef);
-        super::push_hex(&mut s, 42);
-        assert_eq!(s, "0123456789abcdef000000000000002a");
     }
 }

@@ -5,9 +5,6 @@
 -- KEYS[1] = lock name N
 -- KEYS[2] = waiter queue redisson_lock_queue:{N}
 -- KEYS[3] = waiter deadlines redisson_lock_timeout:{N}
--- KEYS[4] = (optional) this request's fence key, redisson_sync_fence:{N}:<request id>
---           (docs/LAYOUT.md §12): when it exists the script does nothing (after the purge)
---           and replies 'fenced'
 -- ARGV[1] = now, the client's wall clock in epoch milliseconds (read by the purge too)
 -- ARGV[2] = lease in milliseconds (explicit lease, or the watchdog timeout)
 -- ARGV[3] = holder field F
@@ -29,10 +26,7 @@
 --        crashed head, whose wake-up message is lost), at least 1; -1 when N has no expiry
 --        and -2 when N does not exist, if the head gives no deadline. Only the reply
 --        differs: Redis is left exactly as Redisson leaves it.
---        'fenced' or 'held:<count>' as above.
-if KEYS[4] and redis.call('exists', KEYS[4]) == 1 then
-    return 'fenced'
-end
+--        'held:<count>' as above.
 if ARGV[5] then
     local held = tonumber(redis.call('hget', KEYS[1], ARGV[3])) or 0
     if held ~= tonumber(ARGV[5]) then

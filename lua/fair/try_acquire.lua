@@ -7,9 +7,6 @@
 -- KEYS[1] = lock name N
 -- KEYS[2] = waiter queue redisson_lock_queue:{N}
 -- KEYS[3] = waiter deadlines redisson_lock_timeout:{N}
--- KEYS[4] = (optional) this request's fence key, redisson_sync_fence:{N}:<request id>
---           (docs/LAYOUT.md §12): when it exists the script does nothing (after the purge)
---           and replies 'fenced'
 -- ARGV[1] = now, the client's wall clock in epoch milliseconds (read by the purge)
 -- ARGV[2] = lease in milliseconds (explicit lease, or the watchdog timeout)
 -- ARGV[3] = holder field F
@@ -21,10 +18,7 @@
 -- Reply: nil when acquired (free and F's turn: F left the queue if it was in it, every other
 --        deadline moved ARGV[4] earlier; or re-entry), the key's TTL reset to ARGV[2];
 --        1 when not acquired (Redisson's "false"), nothing changed beyond the purge;
---        'fenced' or 'held:<count>' as above.
-if KEYS[4] and redis.call('exists', KEYS[4]) == 1 then
-    return 'fenced'
-end
+--        'held:<count>' as above.
 if ARGV[5] then
     local held = tonumber(redis.call('hget', KEYS[1], ARGV[3])) or 0
     if held ~= tonumber(ARGV[5]) then

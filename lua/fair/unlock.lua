@@ -1,6 +1,6 @@
 -- fair/unlock.lua: release one hold of a fair lock and wake the queue's head.
 -- Mirrors Redisson RedissonFairLock.unlockInnerAsync (docs/LAYOUT.md §4.7), without the
--- unlock latch: a release of unknown outcome is fenced and resolved instead (§12).
+-- unlock latch: a release of unknown outcome is cut off and resolved instead (§12).
 -- Runs after fair/purge.lua, so the head woken is the first waiter still within its slot.
 --
 -- KEYS[1] = lock name N
@@ -8,9 +8,6 @@
 -- KEYS[3] = waiter deadlines redisson_lock_timeout:{N}
 -- KEYS[4] = unlock channel prefix redisson_lock__channel:{N}; the head H is woken on
 --           KEYS[4] .. ':' .. H, its own channel (nothing is published on KEYS[4] itself)
--- KEYS[5] = (optional) this request's fence key, redisson_sync_fence:{N}:<request id>
---           (docs/LAYOUT.md §12): when it exists the script does nothing (after the purge)
---           and replies 'fenced'
 -- ARGV[1] = now, the client's wall clock in epoch milliseconds (read by the purge)
 -- ARGV[2] = lease in milliseconds re-applied while holds remain
 -- ARGV[3] = holder field F
@@ -22,11 +19,7 @@
 --        1   = last hold released: N deleted, ARGV[4] published on the head's channel;
 --        2   = N did not exist (expired or force-unlocked): ARGV[4] published on the head's
 --              channel. Redisson replies 1 here and reports success; this crate reports
---              NotHeld, with the same effect on Redis;
---        'fenced' (nothing changed beyond the purge).
-if KEYS[5] and redis.call('exists', KEYS[5]) == 1 then
-    return 'fenced'
-end
+--              NotHeld, with the same effect on Redis.
 if redis.call('exists', KEYS[1]) == 0 then
     local head = redis.call('lindex', KEYS[2], 0)
     if head ~= false then

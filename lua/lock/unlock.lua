@@ -1,11 +1,9 @@
 -- lock/unlock.lua: release one hold of a reentrant lock.
 -- Mirrors Redisson RedissonLock.unlockInnerAsync (docs/LAYOUT.md §2.3), without the
--- unlock latch: a release of unknown outcome is fenced and resolved instead (§12).
+-- unlock latch: a release of unknown outcome is cut off and resolved instead (§12).
 --
 -- KEYS[1] = lock name N
 -- KEYS[2] = unlock channel redisson_lock__channel:{N}
--- KEYS[3] = (optional) this request's fence key, redisson_sync_fence:{N}:<request id>
---           (docs/LAYOUT.md §12): when it exists the script does nothing and replies 'fenced'
 -- ARGV[1] = unlock message ("0", Redisson LockPubSub.UNLOCK_MESSAGE)
 -- ARGV[2] = lease in milliseconds re-applied while holds remain
 -- ARGV[3] = holder field F
@@ -13,11 +11,7 @@
 --
 -- Reply: nil = F does not hold N (nothing changed);
 --        0   = one hold released, others remain (TTL reset to ARGV[2]);
---        1   = last hold released: N deleted and ARGV[1] published on KEYS[2];
---        'fenced' (nothing changed).
-if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
-    return 'fenced'
-end
+--        1   = last hold released: N deleted and ARGV[1] published on KEYS[2].
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
 end

@@ -6,8 +6,6 @@
 -- KEYS[2] = the reader's marker prefix, timeoutPrefix(F) = "{N}:F:rwlock_timeout"
 --           ("N:F:rwlock_timeout" when N contains "{"); the k-th read hold of F has the marker
 --           key "<prefix>:k" (a string "1" whose TTL is that hold's lease)
--- KEYS[3] = (optional) this request's fence key, redisson_sync_fence:{N}:<request id>
---           (docs/LAYOUT.md §12): when it exists the script does nothing and replies 'fenced'
 -- ARGV[1] = lease in milliseconds (explicit lease, or the watchdog timeout)
 -- ARGV[2] = reader field F
 -- ARGV[3] = F's writer field, F .. ":write"
@@ -21,10 +19,7 @@
 --        Otherwise the PTTL of N in milliseconds (a writer of another owner holds it; the
 --        waiter's sleep hint, -1 = no expiry). Readers join whenever the mode is read, even
 --        while writers wait: there is no writer preference.
---        'fenced' or 'held:<count>' as above (nothing changed).
-if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
-    return 'fenced'
-end
+--        'held:<count>' as above (nothing changed).
 if ARGV[4] then
     local held = tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0
     if held ~= tonumber(ARGV[4]) then

@@ -1,14 +1,12 @@
 -- rwlock/read_unlock.lua: release one read hold of a read-write lock.
 -- Mirrors Redisson RedissonReadLock.unlockInnerAsync (docs/LAYOUT.md §5.3), 3.44+ replies,
--- without the unlock latch: a release of unknown outcome is fenced and resolved instead (§12).
+-- without the unlock latch: a release of unknown outcome is cut off and resolved instead (§12).
 --
 -- KEYS[1] = lock name N
 -- KEYS[2] = channel redisson_rwlock:{N}
 -- KEYS[3] = the reader's marker prefix, timeoutPrefix(F) = "{N}:F:rwlock_timeout"
 -- KEYS[4] = keyPrefix, "{N}" ("N" when N contains "{"): any holder G's markers are
 --           "<keyPrefix>:G:rwlock_timeout:k"
--- KEYS[5] = (optional) this request's fence key, redisson_sync_fence:{N}:<request id>
---           (docs/LAYOUT.md §12): when it exists the script does nothing and replies 'fenced'
 -- ARGV[1] = unlock message ("0", Redisson LockPubSub.UNLOCK_MESSAGE)
 -- ARGV[2] = reader field F
 -- ARGV[3] = publish command (PUBLISH, or SPUBLISH for sharded pub/sub)
@@ -19,11 +17,7 @@
 --              held: by other readers, whose longest remaining marker TTL becomes N's TTL, or
 --              by a writer (mode write);
 --        1   = the lock is free: N deleted and ARGV[1] published on KEYS[2]. This is also how
---              readers of dead clients ("zombies", whose markers expired) are swept away;
---        'fenced' (nothing changed).
-if KEYS[5] and redis.call('exists', KEYS[5]) == 1 then
-    return 'fenced'
-end
+--              readers of dead clients ("zombies", whose markers expired) are swept away.
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call(ARGV[3], KEYS[2], ARGV[1])

@@ -3,8 +3,6 @@
 -- read-only check of ours before the PTTL reply: a refused upgrade.
 --
 -- KEYS[1] = lock name N
--- KEYS[2] = (optional) this request's fence key, redisson_sync_fence:{N}:<request id>
---           (docs/LAYOUT.md §12): when it exists the script does nothing and replies 'fenced'
 -- ARGV[1] = lease in milliseconds (explicit lease, or the watchdog timeout)
 -- ARGV[2] = writer field F:write ("<client uuid>:<owner id>:write")
 -- ARGV[3] = the same owner's reader field F ("<client uuid>:<owner id>")
@@ -18,10 +16,7 @@
 --        upgrade, and its reader would wait on itself until its read lease ends. Nothing is
 --        changed; Redisson would reply the PTTL here.
 --        Otherwise the PTTL of N in milliseconds (the waiter's sleep hint; -1 = no expiry);
---        'fenced' or 'held:<count>' as above (nothing changed).
-if KEYS[2] and redis.call('exists', KEYS[2]) == 1 then
-    return 'fenced'
-end
+--        'held:<count>' as above (nothing changed).
 if ARGV[4] then
     local held = tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0
     if held ~= tonumber(ARGV[4]) then

@@ -1,11 +1,9 @@
 -- rwlock/write_unlock.lua: release one write hold of a read-write lock.
 -- Mirrors Redisson RedissonWriteLock.unlockInnerAsync (docs/LAYOUT.md §5.5), 3.44+ replies,
--- without the unlock latch: a release of unknown outcome is fenced and resolved instead (§12).
+-- without the unlock latch: a release of unknown outcome is cut off and resolved instead (§12).
 --
 -- KEYS[1] = lock name N
 -- KEYS[2] = channel redisson_rwlock:{N}
--- KEYS[3] = (optional) this request's fence key, redisson_sync_fence:{N}:<request id>
---           (docs/LAYOUT.md §12): when it exists the script does nothing and replies 'fenced'
 -- ARGV[1] = unlock message ("1", Redisson LockPubSub.READ_UNLOCK_MESSAGE: wakes every waiter)
 -- ARGV[2] = lease in milliseconds re-applied while write holds remain
 -- ARGV[3] = writer field F:write
@@ -16,11 +14,7 @@
 --        0   = one write hold released, others remain (TTL reset to ARGV[2]);
 --        1   = the last write hold released: N deleted and ARGV[1] published on KEYS[2], or,
 --              when F still holds read locks (a downgrade), mode set to read and nothing
---              published;
---        'fenced' (nothing changed).
-if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
-    return 'fenced'
-end
+--              published.
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call(ARGV[4], KEYS[2], ARGV[1])

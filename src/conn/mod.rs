@@ -15,7 +15,7 @@
 mod single;
 
 use std::fmt;
-use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use redis::aio::PubSub;
@@ -25,6 +25,50 @@ use crate::config::Config;
 use crate::error::{BuildError, Result};
 
 use single::Single;
+
+/// A connection as the server knows it (`CLIENT INFO`): what `CLIENT KILL` needs to cut it
+/// off.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ServerClient {
+    /// `id=`: unique per server process.
+    pub(crate) id: u64,
+    /// `addr=`: the client's address as the server sees it; with the id it cannot match another
+    /// connection, even after a server restart that reuses ids. `None` on servers before 6.2.
+    pub(crate) addr: Option<String>,
+}
+
+impl ServerClient {
+    /// Parses a `CLIENT INFO` line (`id=7 addr=127.0.0.1:50000 laddr=... fd=...`).
+    pub(crate) fn parse(info: &str) -> Option<Self> {
+        let mut id = None;
+        let mut addr = None;
+        for field in info.split_whitespace() {
+            match field.split_once('=') {
+                Some(("id", v)) => id = v.parse().ok(),
+                Some(("addr", v)) => addr = Some(v.to_owned()),
+                _ => {}
+            }
+        }
+        Some(Self { id: id?, addr })
+    }
+}
+
+/// Where a request went: the seam records it when it hands the request to a connection. Until
+/// then a failure means the request was never sent; after, its outcome is unknown, and
+/// [`Conn::cut_off`] can make sure it never runs later.
+#[derive(Debug, Default)]
+pub(crate) struct Delivery(OnceLock<Option<Arc<ServerClient>>>);
+
+impl Delivery {
+    /// `true` once the request may have reached Redis.
+    pub(crate) fn was_sent(&self) -> bool {
+        self.0.get().is_some()
+    }
+
+    fn record(&self, client: Option<Arc<ServerClient>>) {
+        let _ = self.0.set(client);
+    }
+}
 
 /// Whether a call reads or writes: where a topology may send it (replicas serve reads), and
 /// which calls replica sync follows.
@@ -62,9 +106,8 @@ pub(crate) struct Call<'a> {
     /// How long to wait for the reply; `None`: the command timeout.
     pub(crate) limit: Option<Duration>,
     pub(crate) body: Body<'a>,
-    /// Set once the request was handed to a connection: from then on a failure leaves its
-    /// outcome unknown; before, nothing was sent.
-    pub(crate) sent: Option<&'a AtomicBool>,
+    /// Records where the request went (see [`Delivery`]).
+    pub(crate) sent: Option<&'a Delivery>,
 }
 
 impl<'a> Call<'a> {
@@ -121,9 +164,9 @@ impl<'a> Call<'a> {
         self
     }
 
-    /// Records in `flag` whether the request was handed to a connection.
-    pub(crate) fn tracked(mut self, flag: &'a AtomicBool) -> Self {
-        self.sent = Some(flag);
+    /// Records in `delivery` whether, and on which connection, the request was sent.
+    pub(crate) fn tracked(mut self, delivery: &'a Delivery) -> Self {
+        self.sent = Some(delivery);
         self
     }
 
@@ -175,6 +218,43 @@ impl Conn {
             tracing::debug!(op = call.op, key = call.key, access = ?call.access, error = %e, "redis call failed");
         }
         result
+    }
+
+    /// Makes sure a request of unknown outcome can no longer run: kills, at the server, the
+    /// connection it was sent on (`CLIENT KILL ID .. ADDR ..`), so whatever of it Redis has not
+    /// run yet is dropped with the connection. `key` routes the kill to the request's server.
+    /// `Ok(false)` when it cannot (no connection identity, or no permission for `CLIENT
+    /// KILL`): the request may then still run later.
+    pub(crate) async fn cut_off(&self, delivery: &Delivery, key: &str) -> Result<bool> {
+        let Some(Some(client)) = delivery.0.get() else {
+            return Ok(false);
+        };
+        let mut cmd = redis::cmd("CLIENT");
+        cmd.arg("KILL").arg("ID").arg(client.id);
+        if let Some(addr) = &client.addr {
+            cmd.arg("ADDR").arg(addr);
+        }
+        cmd.arg("SKIPME").arg("yes");
+        let call = Call {
+            op: "cut off",
+            key,
+            access: Access::Write,
+            resend: Resend::Once,
+            limit: None,
+            body: Body::Command(&cmd),
+            sent: None,
+        };
+        match self.call(call).await {
+            // 1: killed; 0: the server had already closed it. Either way nothing of it runs.
+            Ok(_) => Ok(true),
+            Err(crate::error::Error::Redis(e)) if e.code() == Some("NOPERM") => {
+                tracing::warn!(
+                    "no permission for CLIENT KILL: a request of unknown outcome cannot be stopped; it may still take effect later"
+                );
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// A dedicated connection for the pub/sub transport's subscriptions.

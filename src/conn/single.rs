@@ -9,7 +9,7 @@ use deadpool::managed::{self, Metrics, RecycleResult};
 use redis::aio::{MultiplexedConnection, PubSub};
 use redis::{AsyncConnectionConfig, Value};
 
-use super::{Body, Call};
+use super::{Body, Call, ServerClient};
 use crate::config::Config;
 use crate::error::{BuildError, Error, Result};
 
@@ -35,6 +35,8 @@ struct Manager {
 /// A pooled connection and the generation it was opened in.
 struct Pooled {
     conn: MultiplexedConnection,
+    /// The connection as the server knows it, to cut off a request of unknown outcome.
+    identity: Option<Arc<ServerClient>>,
     generation: u64,
     /// Set by a call that found the connection broken or stalled; it is then not reused.
     broken: Arc<AtomicBool>,
@@ -46,12 +48,14 @@ impl managed::Manager for Manager {
 
     async fn create(&self) -> Result<Pooled, redis::RedisError> {
         let generation = self.generation.load(Ordering::Acquire);
-        let conn = self
+        let mut conn = self
             .client
             .get_multiplexed_async_connection_with_config(&self.config)
             .await?;
+        let identity = identify(&mut conn).await?;
         Ok(Pooled {
             conn,
+            identity,
             generation,
             broken: Arc::new(AtomicBool::new(false)),
         })
@@ -67,6 +71,28 @@ impl managed::Manager for Manager {
         } else {
             Ok(())
         }
+    }
+}
+
+/// Asks the server who this connection is (`CLIENT INFO`, Redis 6.2+; `CLIENT ID` before).
+/// `None` when neither is allowed: requests on it then cannot be cut off.
+async fn identify(
+    conn: &mut MultiplexedConnection,
+) -> Result<Option<Arc<ServerClient>>, redis::RedisError> {
+    let info: redis::RedisResult<String> = redis::cmd("CLIENT").arg("INFO").query_async(conn).await;
+    match info {
+        Ok(info) => return Ok(ServerClient::parse(&info).map(Arc::new)),
+        Err(e) if e.is_io_error() || e.is_timeout() => return Err(e),
+        Err(_) => {}
+    }
+    match redis::cmd("CLIENT")
+        .arg("ID")
+        .query_async::<u64>(conn)
+        .await
+    {
+        Ok(id) => Ok(Some(Arc::new(ServerClient { id, addr: None }))),
+        Err(e) if e.is_io_error() || e.is_timeout() => Err(e),
+        Err(_) => Ok(None),
     }
 }
 
@@ -116,67 +142,63 @@ impl Single {
         })
     }
 
-    /// Sends one call and waits up to `limit` for its reply (taking a connection included).
-    /// Scripts go as EVALSHA, loaded and sent again on NOSCRIPT. An error on a key of the wrong
-    /// type names the key.
+    /// Sends one call and waits up to `limit` for its reply, and as long for a connection
+    /// (taking one is immediate unless one must be opened; only then is a timer armed). Scripts
+    /// go as EVALSHA, loaded and sent again on NOSCRIPT. An error on a key of the wrong type
+    /// names the key.
     pub(super) async fn run(&self, call: &Call<'_>, limit: Duration) -> Result<Value> {
         let op = call.op;
-        let timeout = || Error::Timeout {
-            operation: op,
-            after: limit,
+        let pooled = match tokio::time::timeout(limit, self.pool.get()).await {
+            Ok(pooled) => pooled.map_err(|e| pool_error(e, op, limit))?,
+            Err(_) => {
+                return Err(Error::Timeout {
+                    operation: op,
+                    after: limit,
+                });
+            }
         };
-        let run = async {
-            let pooled = self
-                .pool
-                .get()
-                .await
-                .map_err(|e| pool_error(e, op, limit))?;
-            // The call runs on a clone of the handle, which shares the connection; the pooled
-            // object goes back at once so that other calls share the connection meanwhile. The
-            // pooled handle keeps its response timeout (`command_timeout`); a longer limit goes
-            // on the clone.
-            let mut conn = pooled.conn.clone();
-            let generation = pooled.generation;
-            let broken = pooled.broken.clone();
-            drop(pooled);
-            if limit != self.command_timeout {
-                conn.set_response_timeout(limit);
-            }
-            if let Some(sent) = call.sent {
-                sent.store(true, Ordering::Release);
-            }
-            let reply = match call.body {
-                Body::Script(invocation) => invocation.invoke_async(&mut conn).await,
-                Body::Command(cmd) => cmd.query_async(&mut conn).await,
-            };
-            match reply {
-                Ok(v) => Ok(v),
-                Err(e) => {
-                    if e.is_unrecoverable_error() || e.is_io_error() || e.is_timeout() {
-                        // A broken or stalled connection must not be reused.
-                        broken.store(true, Ordering::Release);
-                        if e.is_connection_dropped() || e.is_unrecoverable_error() {
-                            // Its siblings are likely broken too (server restart): retire them.
-                            let _ = self.pool.manager().generation.compare_exchange(
-                                generation,
-                                generation + 1,
-                                Ordering::AcqRel,
-                                Ordering::Acquire,
-                            );
-                        }
-                    }
-                    if e.is_timeout() {
-                        Err(timeout())
-                    } else {
-                        Err(Error::from_redis(e, call.key))
-                    }
+        // The call runs on a clone of the handle, which shares the connection; the pooled
+        // object goes back at once so that other calls share the connection meanwhile. The
+        // pooled handle keeps its response timeout (`command_timeout`), which bounds the reply;
+        // another limit goes on the clone.
+        let mut conn = pooled.conn.clone();
+        let generation = pooled.generation;
+        let broken = pooled.broken.clone();
+        if let Some(sent) = call.sent {
+            sent.record(pooled.identity.clone());
+        }
+        drop(pooled);
+        if limit != self.command_timeout {
+            conn.set_response_timeout(limit);
+        }
+        let reply = match call.body {
+            Body::Script(invocation) => invocation.invoke_async(&mut conn).await,
+            Body::Command(cmd) => cmd.query_async(&mut conn).await,
+        };
+        reply.map_err(|e| {
+            if e.is_unrecoverable_error() || e.is_io_error() || e.is_timeout() {
+                // A broken or stalled connection must not be reused (a request queued behind a
+                // stalled one would stall too).
+                broken.store(true, Ordering::Release);
+                if e.is_connection_dropped() || e.is_unrecoverable_error() {
+                    // Its siblings are likely broken too (server restart): retire them.
+                    let _ = self.pool.manager().generation.compare_exchange(
+                        generation,
+                        generation + 1,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
                 }
             }
-        };
-        // Bounds the whole call, taking a connection included.
-        tokio::time::timeout(limit, run)
-            .await
-            .unwrap_or_else(|_| Err(timeout()))
+            if e.is_timeout() {
+                Error::Timeout {
+                    operation: op,
+                    after: limit,
+                }
+            } else {
+                Error::from_redis(e, call.key)
+            }
+        })
     }
 
     /// Opens a dedicated pub/sub connection.

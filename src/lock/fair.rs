@@ -225,7 +225,6 @@ impl LockKind for Fair {
             };
             let mut invocation = self.purging(script, &hold.name);
             invocation
-                .key(req.fence)
                 .arg(hold.lease_ms)
                 .arg(&*hold.field)
                 .arg(slot)
@@ -248,7 +247,6 @@ impl LockKind for Fair {
             let mut invocation = self.purging(&UNLOCK, &hold.name);
             invocation
                 .key(&*self.channel)
-                .key(req.fence)
                 .arg(hold.lease_ms)
                 .arg(&*hold.field)
                 .arg(UNLOCK_MESSAGE)

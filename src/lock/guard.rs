@@ -16,7 +16,7 @@ use crate::watchdog::{Lease, Loss};
 #[derive(Debug)]
 pub(crate) struct Held {
     /// `None` once the hold was given up (released, forgotten).
-    spec: Option<HoldSpec>,
+    spec: Option<Arc<HoldSpec>>,
     owner: Owner,
     /// The explicit lease, or `None`: the watchdog renews the hold.
     lease_time: Option<Duration>,
@@ -30,7 +30,7 @@ impl Held {
     /// A hold granted by a request sent at `sent`: registered with the watchdog when it has no
     /// explicit lease, otherwise valid until `sent + lease`.
     pub(crate) fn granted(
-        spec: &HoldSpec,
+        spec: &Arc<HoldSpec>,
         owner: Owner,
         lease_time: Option<Duration>,
         sent: Instant,
@@ -85,7 +85,7 @@ impl Held {
 
     /// Stops renewal and takes the hold out, so `Drop` does nothing more: the one "consume
     /// without drop" path of `unlock`, `forget` and `discard`.
-    fn disarm(&mut self) -> Option<HoldSpec> {
+    fn disarm(&mut self) -> Option<Arc<HoldSpec>> {
         let spec = self.spec.take()?;
         if let Some(kind) = self.renewal.take() {
             spec.shared
@@ -96,7 +96,7 @@ impl Held {
     }
 
     /// Stops counting a hold the client no longer vouches for, in the background.
-    fn forget_in_background(spec: HoldSpec, lease: Arc<Lease>) {
+    fn forget_in_background(spec: Arc<HoldSpec>, lease: Arc<Lease>) {
         let shared = spec.shared.clone();
         drop(shared.tasks.spawn(async move {
             let op = spec.shared.holds.enter(&spec.name, &spec.field, None).await;
@@ -124,24 +124,17 @@ impl Held {
             return Err(e);
         }
         let name = spec.name.clone();
-        let limit = shared.config.command_timeout * 2;
         let call = async move { hold::release(&spec, &lease).await };
-        // Awaited here; finished in the background if this future is dropped or takes too long.
-        let detached = Detachable::new(&shared, call, {
+        // Awaited here; finished in the background if this future is dropped.
+        let result = Detachable::new(&shared, call, {
             let name = name.clone();
             move |result: Result<()>| async move {
                 if let Err(e) = result {
                     tracing::warn!(lock = %name, error = %e, "release failed after its caller left");
                 }
             }
-        });
-        let result = match tokio::time::timeout(limit, detached).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::Timeout {
-                operation: "unlock",
-                after: limit,
-            }),
-        };
+        })
+        .await;
         match (loss, result) {
             // The client could not vouch for the hold any more: even if the release found it
             // still held (and freed it), the caller must know it may have been shared.
@@ -296,8 +289,9 @@ impl LockGuard {
     /// hold deletes the key and publishes the unlock message.
     ///
     /// When the connection breaks before the reply (so whether the release ran is unknown),
-    /// the client finds out: it fences the request so that it cannot run later, reads the hold
-    /// count, and sends the release once more if it had not run.
+    /// the client finds out: it cuts the request's connection off at the server so that the
+    /// request cannot run later, reads the hold count, and sends the release once more if it
+    /// had not run.
     ///
     /// # Errors
     ///

@@ -2,30 +2,28 @@
 //! released, and how an acquire or release of unknown outcome is resolved.
 //!
 //! Every acquire and release runs as one operation on the client's record of its holds
-//! ([`crate::holds`]): it carries a fresh request id whose fence key (docs/LAYOUT.md §12) stops
-//! the request once the client gives up on its reply, and an acquire carries the hold count
-//! the client knows, so Redis grants only on top of the holds the client has guards for.
+//! ([`crate::holds`]), and an acquire carries the hold count the client knows, so Redis grants
+//! only on top of the holds the client has guards for (docs/LAYOUT.md §12). When a request's
+//! reply never comes, the client cuts off the connection it went out on at the server
+//! ([`Conn::cut_off`](crate::conn::Conn::cut_off): whatever of it Redis has not run by then,
+//! it never runs), then reads the holder field's count: one more than before (acquire) or one
+//! less (release) means the request ran.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Script, Value};
+use redis::Value;
 use tokio::time::Instant;
 
 use super::guard::Held;
 use super::kind::{AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest};
-use crate::conn::Call;
+use crate::conn::{Call, Delivery};
 use crate::error::{Error, Result};
 use crate::holds::Op;
 use crate::owner::Owner;
 use crate::shared::Shared;
-use crate::wait::{Acquire, Backoff, BoxFuture, Step, Strategy};
+use crate::wait::{Acquire, Backoff, BoxFuture, Detachable, Step, Strategy};
 use crate::watchdog::{Lease, Loss};
-
-/// `lua/hold/resolve.lua`: fences a request and reads the holder field's count.
-static RESOLVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/hold/resolve.lua")));
 
 /// How often an acquire grant may disagree with the client's count before the attempt gives up
 /// for now (each disagreement reports older holds lost and retries at once).
@@ -41,26 +39,11 @@ pub(crate) struct HoldSpec {
     pub(crate) field: Arc<str>,
     /// The lease of the hold: explicit, or the watchdog timeout.
     pub(crate) lease_ms: u64,
-    /// `redisson_sync_fence:{N}:`, the prefix of this lock's fence keys.
-    pub(crate) fence_prefix: Arc<str>,
 }
 
 impl HoldSpec {
     fn lease(&self) -> Duration {
         Duration::from_millis(self.lease_ms)
-    }
-
-    /// A fresh fence key, for one request.
-    fn fence(&self) -> String {
-        let mut fence = String::with_capacity(self.fence_prefix.len() + 32);
-        fence.push_str(&self.fence_prefix);
-        self.shared.push_request_id(&mut fence);
-        fence
-    }
-
-    /// How long a fence must outlive the request it stops: twice the lease, at least a minute.
-    fn fence_ttl_ms(&self) -> u64 {
-        self.lease_ms.saturating_mul(2).max(60_000)
     }
 
     /// How long an unknown outcome is retried before it is given up (the hold then expires
@@ -69,26 +52,36 @@ impl HoldSpec {
         (self.lease() + self.shared.config.command_timeout) * 2
     }
 
-    /// Fences `fence` and reads the holder field's count, in one script, retrying transient
-    /// errors (bounded; at most once more after a shutdown). `proof` is a count that proves
-    /// the request ran (it runs only once): the fence is removed again then, having nothing
-    /// left to stop.
-    async fn fence_and_count(&self, fence: &str, proof: Option<u32>) -> Result<u32> {
+    /// Cuts off the connection a request of unknown outcome went out on, then reads the holder
+    /// field's count, retrying transient errors (bounded; at most once more after a shutdown).
+    /// The count read after the cut-off is final: the request ran before it, or never will.
+    async fn cut_off_and_count(&self, delivery: &Delivery) -> Result<u32> {
         let started = Instant::now();
         let mut backoff =
             Backoff::exponential(Duration::from_millis(10), Duration::from_millis(500), 2);
+        let mut cut = false;
         loop {
-            let mut invocation = RESOLVE.prepare_invoke();
-            invocation
-                .key(&*self.name)
-                .key(fence)
-                .arg(&*self.field)
-                .arg(self.fence_ttl_ms())
-                .arg(proof.map_or(-1, i64::from));
-            let call = Call::write("resolve", &self.name, &invocation).idempotent();
-            match self.shared.conn.call(call).await {
-                Ok(Value::Int(n)) => return Ok(u32::try_from(n).unwrap_or(0)),
-                Ok(other) => return Err(super::kind::unexpected("hold/resolve.lua", &other)),
+            let attempt = async {
+                if !cut {
+                    if !self.shared.conn.cut_off(delivery, &self.name).await? {
+                        tracing::warn!(lock = %self.name, "a request of unknown outcome could not be cut off; it may still take effect");
+                    }
+                    cut = true;
+                }
+                let mut cmd = redis::cmd("HGET");
+                cmd.arg(&*self.name).arg(&*self.field);
+                self.shared
+                    .conn
+                    .call(Call::read("resolve", &self.name, &cmd))
+                    .await
+            };
+            match attempt.await {
+                Ok(Value::Nil) => return Ok(0),
+                Ok(value) => {
+                    return redis::from_redis_value::<u32>(value.clone())
+                        .map_err(|_| super::kind::unexpected("HGET", &value));
+                }
+                Err(e) if e.is_wrong_type() => return Ok(0),
                 Err(e)
                     if e.is_transient()
                         && !self.shared.tasks.is_shut_down()
@@ -106,17 +99,17 @@ impl HoldSpec {
 /// One owner's acquisition of one lock, as the wait engine drives it.
 #[derive(Debug)]
 pub(crate) struct LockAcquire {
-    pub(crate) spec: HoldSpec,
+    pub(crate) spec: Arc<HoldSpec>,
     pub(crate) owner: Owner,
     /// The explicit lease, or `None`: the watchdog renews the hold.
     pub(crate) explicit_lease: Option<Duration>,
 }
 
-/// An acquire whose reply never came: its slot and fence, kept until resolved.
+/// An acquire whose reply never came: its slot and where it went, kept until resolved.
 #[derive(Debug)]
 pub(crate) struct PendingAcquire {
     op: Op,
-    fence: String,
+    delivery: Delivery,
     sent: Instant,
 }
 
@@ -160,17 +153,15 @@ impl Acquire for LockAcquire {
             let mut op = spec
                 .shared
                 .holds
-                .enter(&spec.name, &spec.field, Some(Instant::now() + limit))
+                .enter(&spec.name, &spec.field, Some(limit))
                 .await;
             for _ in 0..MAX_CORRECTIONS {
-                let fence = spec.fence();
                 let request = AcquireRequest {
                     hold: spec,
                     wait,
                     limit,
-                    fence: &fence,
                     expected: op.held(),
-                    sent: AtomicBool::new(false),
+                    sent: Delivery::default(),
                 };
                 let sent = Instant::now();
                 match spec.kind.acquire(&request).await {
@@ -188,15 +179,9 @@ impl Acquire for LockAcquire {
                         return Step::Busy(hint);
                     }
                     Ok(AcquireReply::Count(actual)) => op.correct(actual),
-                    Ok(AcquireReply::Fenced) => {
-                        op.unchanged();
-                        return Step::Failed(Error::UnexpectedReply {
-                            script: "acquire",
-                            detail: "a fresh request found its fence".into(),
-                        });
-                    }
-                    Err(e) if e.outcome_unknown() && request.was_sent() => {
-                        return Step::Unknown(PendingAcquire { op, fence, sent }, e);
+                    Err(e) if e.outcome_unknown() && request.sent.was_sent() => {
+                        let delivery = request.sent;
+                        return Step::Unknown(PendingAcquire { op, delivery, sent }, e);
                     }
                     Err(e) => {
                         op.unchanged();
@@ -213,14 +198,11 @@ impl Acquire for LockAcquire {
         Box::pin(async move {
             let PendingAcquire {
                 mut op,
-                fence,
+                delivery,
                 sent,
             } = pending;
             // On error `op` is dropped unresolved: the slot is marked tainted.
-            let count = self
-                .spec
-                .fence_and_count(&fence, Some(op.held() + 1))
-                .await?;
+            let count = self.spec.cut_off_and_count(&delivery).await?;
             if count == op.held() + 1 {
                 // The request ran: it granted exactly on top of the holds the client counts.
                 let held = self.grant(op, sent);
@@ -251,69 +233,107 @@ impl Acquire for LockAcquire {
 }
 
 /// Releases one hold (whose guard has `lease`), resolving an unknown outcome: the release is
-/// fenced and the count read; if it did not run it is sent once more.
-pub(crate) async fn release(spec: &HoldSpec, lease: &Arc<Lease>) -> Result<()> {
-    let until = Instant::now() + spec.shared.config.command_timeout;
-    let mut op = spec
+/// cut off and the count read; if it did not run it is sent once more. Settling an unknown
+/// outcome is awaited for at most the command timeout; it then goes on in a task of the client
+/// (the owner's next operation on the lock waits for it) and this returns `Timeout`.
+pub(crate) async fn release(spec: &Arc<HoldSpec>, lease: &Arc<Lease>) -> Result<()> {
+    let patience = spec.shared.config.command_timeout;
+    let op = spec
         .shared
         .holds
-        .enter(&spec.name, &spec.field, Some(until))
+        .enter(&spec.name, &spec.field, Some(patience))
         .await;
-    let mut sends = 0;
-    loop {
-        sends += 1;
-        let fence = spec.fence();
-        let request = ReleaseRequest {
-            hold: spec,
-            fence: &fence,
-            sent: AtomicBool::new(false),
-        };
-        let reply = spec.kind.release(&request).await;
-        match reply {
-            Ok(ReleaseReply::Released) => {
-                op.released(lease);
-                return Ok(());
-            }
-            Ok(ReleaseReply::NotHeld) => {
-                op.correct(0);
-                op.unchanged();
-                return Err(Error::NotHeld {
-                    name: spec.name.to_string(),
-                    holder: spec.field.to_string(),
-                });
-            }
-            Ok(ReleaseReply::Fenced) => {
-                op.unchanged();
-                return Err(Error::UnexpectedReply {
-                    script: "release",
-                    detail: "a fresh request found its fence".into(),
-                });
-            }
-            Err(e) if e.outcome_unknown() && request.was_sent() => {
-                // On error `op` is dropped unresolved: the slot is marked tainted.
-                let before = op.held();
-                // A count one lower proves the release ran only while holds remain: a count of
-                // 0 may also be the lease running out, and then the release may still land
-                // later, on a newer hold of this owner; its fence must stay for that.
-                let proof = (before >= 2).then(|| before - 1);
-                let count = spec.fence_and_count(&fence, proof).await?;
-                if count + 1 == before {
-                    op.released(lease);
-                    return Ok(());
+    let request = ReleaseRequest {
+        hold: spec,
+        sent: Delivery::default(),
+    };
+    match spec.kind.release(&request).await {
+        Err(e) if e.outcome_unknown() && request.sent.was_sent() => {
+            let settle = settle_release(spec.clone(), lease.clone(), op, request.sent, e);
+            let name = spec.name.clone();
+            let detached = Detachable::new(&spec.shared, settle, move |r: Result<()>| async move {
+                if let Err(e) = r {
+                    tracing::warn!(lock = %name, error = %e, "a release of unknown outcome could not be settled");
                 }
-                if count == before && sends < 2 {
-                    tracing::debug!(lock = %spec.name, error = %e, "a release did not run; sending it again");
-                    continue;
-                }
-                // Gone, or still not run after a second try: report what Redis says.
-                op.correct(count);
-                op.unchanged();
-                return if count < before { Ok(()) } else { Err(e) };
-            }
-            Err(e) => {
-                op.unchanged();
-                return Err(e);
+            });
+            match tokio::time::timeout(patience, detached).await {
+                Ok(result) => result,
+                Err(_) => Err(Error::Timeout {
+                    operation: "unlock",
+                    after: patience * 2,
+                }),
             }
         }
+        reply => released(spec, lease, op, reply),
     }
+}
+
+/// Ends a release operation with its reply.
+fn released(
+    spec: &HoldSpec,
+    lease: &Arc<Lease>,
+    mut op: Op,
+    reply: Result<ReleaseReply>,
+) -> Result<()> {
+    match reply {
+        Ok(ReleaseReply::Released) => {
+            op.released(lease);
+            Ok(())
+        }
+        Ok(ReleaseReply::NotHeld) => {
+            op.correct(0);
+            op.unchanged();
+            Err(Error::NotHeld {
+                name: spec.name.to_string(),
+                holder: spec.field.to_string(),
+            })
+        }
+        Err(e) => {
+            op.unchanged();
+            Err(e)
+        }
+    }
+}
+
+/// Settles a release whose reply never came: cuts it off, reads the count; sends the release
+/// once more if it had not run.
+async fn settle_release(
+    spec: Arc<HoldSpec>,
+    lease: Arc<Lease>,
+    mut op: Op,
+    delivery: Delivery,
+    error: Error,
+) -> Result<()> {
+    let mut delivery = delivery;
+    let mut error = error;
+    for sends in 1..=2 {
+        // On error `op` is dropped unresolved: the slot is marked tainted.
+        let before = op.held();
+        let count = spec.cut_off_and_count(&delivery).await?;
+        if count + 1 == before {
+            op.released(&lease);
+            return Ok(());
+        }
+        if count == before && sends < 2 {
+            tracing::debug!(lock = %spec.name, error = %error, "a release did not run; sending it again");
+            let request = ReleaseRequest {
+                hold: &spec,
+                sent: Delivery::default(),
+            };
+            match spec.kind.release(&request).await {
+                Err(e) if e.outcome_unknown() && request.sent.was_sent() => {
+                    delivery = request.sent;
+                    error = e;
+                    continue;
+                }
+                reply => return released(&spec, &lease, op, reply),
+            }
+        }
+        // Gone, or still not run after a second try: report what Redis says.
+        op.correct(count);
+        op.unchanged();
+        return if count < before { Ok(()) } else { Err(error) };
+    }
+    op.unchanged();
+    Err(error)
 }

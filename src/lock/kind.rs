@@ -6,13 +6,12 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::Value;
 
 use super::hold::HoldSpec;
-use crate::conn::Call;
+use crate::conn::{Call, Delivery};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::shared::Shared;
@@ -27,20 +26,11 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) wait: Option<Duration>,
     /// How long to wait for the reply.
     pub(crate) limit: Duration,
-    /// This request's fence key: once it exists, the script does nothing.
-    pub(crate) fence: &'a str,
     /// The holds the client counts for the holder field; the script grants only when Redis
     /// agrees (docs/LAYOUT.md §12).
     pub(crate) expected: u32,
-    /// Set once the request was handed to a connection (see [`Call::tracked`]).
-    pub(crate) sent: AtomicBool,
-}
-
-impl AcquireRequest<'_> {
-    /// `true` once the request may have reached Redis.
-    pub(crate) fn was_sent(&self) -> bool {
-        self.sent.load(Ordering::Acquire)
-    }
+    /// Where the request went (pass it to [`Call::tracked`]).
+    pub(crate) sent: Delivery,
 }
 
 /// The reply of an acquire script.
@@ -52,25 +42,14 @@ pub(crate) enum AcquireReply {
     Held(i64),
     /// Not granted: the holder field has this many holds, not the expected count.
     Count(u32),
-    /// The request's fence exists: nothing was done.
-    Fenced,
 }
 
 /// One release request.
 #[derive(Debug)]
 pub(crate) struct ReleaseRequest<'a> {
     pub(crate) hold: &'a HoldSpec,
-    /// This request's fence key: once it exists, the script does nothing.
-    pub(crate) fence: &'a str,
-    /// Set once the request was handed to a connection (see [`Call::tracked`]).
-    pub(crate) sent: AtomicBool,
-}
-
-impl ReleaseRequest<'_> {
-    /// `true` once the request may have reached Redis.
-    pub(crate) fn was_sent(&self) -> bool {
-        self.sent.load(Ordering::Acquire)
-    }
+    /// Where the request went (pass it to [`Call::tracked`]).
+    pub(crate) sent: Delivery,
 }
 
 /// The reply of a release script.
@@ -80,8 +59,6 @@ pub(crate) enum ReleaseReply {
     Released,
     /// The holder holds nothing here (expired, force-unlocked, taken over).
     NotHeld,
-    /// The request's fence exists: nothing was done.
-    Fenced,
 }
 
 /// One lock primitive: its scripts, its channel, its holder fields.
@@ -167,13 +144,12 @@ pub(crate) fn unexpected(script: &'static str, value: &Value) -> Error {
 }
 
 /// The reply of an acquire script: nil when acquired, the PTTL (or a sleep hint) when held by
-/// another, `held:<n>` when the holder's count is not the expected one, `fenced`.
+/// another, `held:<n>` when the holder's count is not the expected one.
 pub(crate) fn acquire_reply(script: &'static str, value: Value) -> Result<AcquireReply> {
     match value {
         Value::Nil => Ok(AcquireReply::Acquired),
         Value::Int(ttl) => Ok(AcquireReply::Held(ttl)),
         ref other => match status(other) {
-            Some(b"fenced") => Ok(AcquireReply::Fenced),
             Some(s) if s.starts_with(b"held:") => std::str::from_utf8(&s[5..])
                 .ok()
                 .and_then(|n| n.parse::<u32>().ok())
@@ -185,12 +161,11 @@ pub(crate) fn acquire_reply(script: &'static str, value: Value) -> Result<Acquir
 }
 
 /// The reply of a release script: nil when the holder does not hold the lock, 0 (holds
-/// remain) or 1 (released) otherwise, `fenced`.
+/// remain) or 1 (released) otherwise.
 pub(crate) fn release_reply(script: &'static str, value: Value) -> Result<ReleaseReply> {
     match value {
         Value::Nil => Ok(ReleaseReply::NotHeld),
         Value::Int(0 | 1) => Ok(ReleaseReply::Released),
-        ref other if status(other) == Some(b"fenced") => Ok(ReleaseReply::Fenced),
         other => Err(unexpected(script, &other)),
     }
 }
@@ -245,10 +220,7 @@ mod tests {
             acquire_reply("a", s("held:3")).unwrap(),
             AcquireReply::Count(3)
         );
-        assert_eq!(
-            acquire_reply("a", s("fenced")).unwrap(),
-            AcquireReply::Fenced
-        );
+        assert!(acquire_reply("a", s("fenced")).is_err());
         assert!(acquire_reply("a", s("held:x")).is_err());
         assert!(acquire_reply("a", s("upgrade")).is_err());
         assert_eq!(
@@ -263,10 +235,7 @@ mod tests {
             release_reply("r", Value::Int(1)).unwrap(),
             ReleaseReply::Released
         );
-        assert_eq!(
-            release_reply("r", s("fenced")).unwrap(),
-            ReleaseReply::Fenced
-        );
+        assert!(release_reply("r", s("fenced")).is_err());
         assert!(release_reply("r", Value::Int(2)).is_err());
     }
 }

@@ -13,14 +13,13 @@ mod reentrant;
 mod rwlock;
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::Value;
 
 use crate::conn::Call;
 use crate::error::{Error, Result};
-use crate::layout;
 use crate::options::{LockOptions, Ttl};
 use crate::owner::Owner;
 use crate::shared::Shared;
@@ -40,9 +39,13 @@ pub(crate) struct LockCore {
     shared: Arc<Shared>,
     kind: Arc<dyn LockKind>,
     name: Arc<str>,
-    /// `redisson_sync_fence:{N}:`.
-    fence_prefix: Arc<str>,
+    /// The holder field last used through this handle (a handle is usually used by one owner
+    /// again and again): saves formatting it on every acquire.
+    last_field: Arc<Mutex<Option<OwnerField>>>,
 }
+
+/// An owner id and its holder field.
+type OwnerField = (u64, Arc<str>);
 
 impl fmt::Debug for LockCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -55,12 +58,27 @@ impl fmt::Debug for LockCore {
 
 impl LockCore {
     pub(crate) fn new(shared: Arc<Shared>, kind: Arc<dyn LockKind>, name: Arc<str>) -> Self {
-        let fence_prefix = layout::fence_prefix(&name).into();
         Self {
             shared,
             kind,
             name,
-            fence_prefix,
+            last_field: Arc::default(),
+        }
+    }
+
+    /// The holder field of `owner`, as an `Arc` shared by its holds.
+    fn field_of(&self, owner: Owner) -> Arc<str> {
+        let mut last = self
+            .last_field
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*last {
+            Some((id, field)) if *id == owner.id() => field.clone(),
+            _ => {
+                let field: Arc<str> = self.field(owner).into();
+                *last = Some((owner.id(), field.clone()));
+                field
+            }
         }
     }
 
@@ -90,14 +108,13 @@ impl LockCore {
             None => self.shared.config.watchdog_ms(),
         };
         let owner = options.explicit_owner().unwrap_or_else(Owner::current);
-        let spec = HoldSpec {
+        let spec = Arc::new(HoldSpec {
             shared: self.shared.clone(),
             kind: self.kind.clone(),
             name: self.name.clone(),
-            field: self.field(owner).into(),
+            field: self.field_of(owner),
             lease_ms,
-            fence_prefix: self.fence_prefix.clone(),
-        };
+        });
         let acquire = Arc::new(LockAcquire {
             spec,
             owner,
@@ -209,8 +226,8 @@ macro_rules! lock_api {
             /// acquire script that is in flight when the future is dropped runs to completion
             /// in a task of the client; if it granted the lock, that task releases the hold
             /// again at once. An acquire whose reply never came (a broken connection) is
-            /// resolved before the next attempt: a fence stops it from running later, and the
-            /// hold count read with it says whether it ran.
+            /// resolved before the next attempt: its connection is cut off at the server, so it
+            /// cannot run later, and the hold count read then says whether it ran.
             #[doc = $cancel]
             ///
             /// # Examples

@@ -136,7 +136,6 @@ impl LockKind for Reentrant {
             let mut invocation = ACQUIRE.prepare_invoke();
             invocation
                 .key(&*hold.name)
-                .key(req.fence)
                 .arg(hold.lease_ms)
                 .arg(&*hold.field)
                 .arg(req.expected);
@@ -154,7 +153,6 @@ impl LockKind for Reentrant {
             invocation
                 .key(&*hold.name)
                 .key(&*self.channel)
-                .key(req.fence)
                 .arg(UNLOCK_MESSAGE)
                 .arg(hold.lease_ms)
                 .arg(&*hold.field)

@@ -282,7 +282,6 @@ impl LockKind for Read {
             invocation
                 .key(&*hold.name)
                 .key(layout::rwlock_timeout_prefix(&hold.name, &hold.field))
-                .key(req.fence)
                 .arg(hold.lease_ms)
                 .arg(&*hold.field)
                 .arg(writer_field_of(&hold.field))
@@ -306,7 +305,6 @@ impl LockKind for Read {
                 .key(&*self.channel)
                 .key(layout::rwlock_timeout_prefix(&hold.name, &hold.field))
                 .key(&*self.key_prefix)
-                .key(req.fence)
                 .arg(UNLOCK_MESSAGE)
                 .arg(&*hold.field)
                 .arg(hold.shared.conn.publish_command());
@@ -371,7 +369,6 @@ impl LockKind for Write {
             let mut invocation = WRITE_ACQUIRE.prepare_invoke();
             invocation
                 .key(&*hold.name)
-                .key(req.fence)
                 .arg(hold.lease_ms)
                 .arg(&*hold.field)
                 .arg(reader)
@@ -397,7 +394,6 @@ impl LockKind for Write {
             invocation
                 .key(&*hold.name)
                 .key(&*self.channel)
-                .key(req.fence)
                 .arg(READ_UNLOCK_MESSAGE)
                 .arg(hold.lease_ms)
                 .arg(&*hold.field)

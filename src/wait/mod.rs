@@ -226,17 +226,22 @@ impl<A: Acquire> Waiter<A> {
         let (wait, limit) = (self.wait, self.command_timeout());
         let call = async move { acq.attempt(wait, limit).await };
         let finish = self.finish();
-        let patience = self.patience(contended);
-        let step = match tokio::time::timeout(patience, Detachable::new(&self.shared, call, finish))
-            .await
-        {
+        let detached = Detachable::new(&self.shared, call, finish);
+        // Without a deadline the attempt's own calls bound it (each by the command timeout);
+        // with one, the caller waits up to the deadline plus the grace.
+        let patience = (self.deadline.is_some() && !self.single).then(|| self.patience(contended));
+        let step = match patience {
+            None => Ok(detached.await),
+            Some(patience) => tokio::time::timeout(patience, detached).await,
+        };
+        let step = match step {
             Ok(step) => step,
             // Past the deadline of a wait that saw the primitive busy: "not acquired".
             Err(_) if contended && self.deadline.is_some() => return Attempted::GaveUp,
             Err(_) => {
                 return Attempted::Failed(Error::Timeout {
                     operation: "acquire",
-                    after: patience,
+                    after: patience.unwrap_or_default(),
                 });
             }
         };

@@ -11,7 +11,7 @@
 mod lease;
 mod renewal;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use crate::conn::{Call, Conn};
+use crate::fasthash::FastMap;
 use crate::tasks::Tasks;
 
 pub(crate) use lease::{Lease, Loss};
@@ -42,11 +43,11 @@ struct Entry {
 
 #[derive(Debug, Default)]
 struct Registry {
-    entries: Mutex<HashMap<Watched, Entry>>,
+    entries: Mutex<FastMap<Watched, Entry>>,
 }
 
 impl Registry {
-    fn entries(&self) -> MutexGuard<'_, HashMap<Watched, Entry>> {
+    fn entries(&self) -> MutexGuard<'_, FastMap<Watched, Entry>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
