@@ -57,8 +57,7 @@ impl HoldSpec {
     /// The count read after the cut-off is final: the request ran before it, or never will.
     async fn cut_off_and_count(&self, delivery: &Delivery) -> Result<u32> {
         let started = Instant::now();
-        let mut backoff =
-            Backoff::exponential(Duration::from_millis(10), Duration::from_millis(500), 2);
+        let mut backoff = Backoff::transient();
         let mut cut = false;
         loop {
             let attempt = async {

@@ -26,6 +26,12 @@ impl Backoff {
         }
     }
 
+    /// Retries after transient errors (a dropped connection, `BUSY`, `LOADING`): 10 ms,
+    /// doubling, at most 500 ms.
+    pub(crate) fn transient() -> Self {
+        Self::exponential(Duration::from_millis(10), Duration::from_millis(500), 2)
+    }
+
     /// Redisson's spin-lock default: 1 ms, doubling, at most 128 ms.
     #[allow(dead_code)] // the spin lock waits with it (its issue follows this one)
     pub(crate) fn spin_default() -> Self {
@@ -46,7 +52,6 @@ impl Backoff {
     }
 
     /// Starts over from the initial delay.
-    #[allow(dead_code)] // the spin lock resets it after each grant (its issue follows this one)
     pub(crate) fn reset(&mut self) {
         self.next = self.initial;
         self.attempts = 0;
@@ -88,5 +93,15 @@ mod tests {
         assert_eq!(b.next_delay(), ms(1));
         let second = b.next_delay();
         assert!((ms(2)..=ms(3)).contains(&second), "{second:?}");
+    }
+
+    #[test]
+    fn transient_retries_start_at_10_ms_and_stay_under_half_a_second() {
+        let ms = Duration::from_millis;
+        let mut b = Backoff::transient();
+        assert_eq!(b.next_delay(), ms(10));
+        let delays: Vec<_> = (0..12).map(|_| b.next_delay()).collect();
+        assert!((ms(20)..=ms(21)).contains(&delays[0]), "{delays:?}");
+        assert_eq!(delays.last(), Some(&ms(500)), "{delays:?}");
     }
 }

@@ -356,8 +356,7 @@ impl<A: Acquire> Waiter<A> {
             Ok(Err(e)) => tracing::debug!(channel, error = %e, "subscribe failed; polling"),
             Err(_) => tracing::debug!(channel, "subscribe not confirmed in time; polling"),
         }
-        let mut transient =
-            Backoff::exponential(Duration::from_millis(10), Duration::from_millis(500), 2);
+        let mut transient = Backoff::transient();
         loop {
             let mut notified = pin!(subscription.notified());
             // Registered before the attempt: a message published after the attempt's reply is
@@ -368,11 +367,7 @@ impl<A: Acquire> Waiter<A> {
                 Attempted::Granted(g) => return Ok(Some(g)),
                 Attempted::GaveUp => return Ok(None),
                 Attempted::Busy(hint) => {
-                    transient = Backoff::exponential(
-                        Duration::from_millis(10),
-                        Duration::from_millis(500),
-                        2,
-                    );
+                    transient.reset();
                     // Until a message wakes it: the hint (the lock's TTL), like a Redisson
                     // waiter; the channel's re-checker re-checks every `recheck_interval` too,
                     // in case a message was lost.
