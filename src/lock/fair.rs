@@ -10,14 +10,14 @@ use redis::{Script, ScriptInvocation, Value};
 use super::hold::HoldSpec;
 use super::kind::{
     AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, acquire_reply,
-    release_reply, released_reply, unexpected,
+    on_unlock_messages, release_reply, released_reply, unexpected,
 };
 use super::reentrant::HASH_RENEWAL;
 use super::{LockCore, lock_api};
 use crate::conn::Call;
 use crate::error::Result;
 use crate::layout;
-use crate::pubsub::{UNLOCK_MESSAGE, WakePolicy};
+use crate::pubsub::UNLOCK_MESSAGE;
 use crate::shared::Shared;
 use crate::wait::{BoxFuture, Strategy};
 use crate::watchdog::Renewal;
@@ -263,10 +263,7 @@ impl LockKind for Fair {
     }
 
     fn strategy(&self, hold: &HoldSpec) -> Strategy {
-        Strategy::PubSub {
-            channel: layout::fair_waiter_channel(&hold.name, &hold.field),
-            policy: WakePolicy::Lock,
-        }
+        on_unlock_messages(layout::fair_waiter_channel(&hold.name, &hold.field))
     }
 
     fn queues_waiters(&self) -> bool {

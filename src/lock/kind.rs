@@ -14,6 +14,7 @@ use super::hold::HoldSpec;
 use crate::conn::{Call, Delivery};
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::pubsub::WakePolicy;
 use crate::shared::Shared;
 use crate::wait::{BoxFuture, Strategy};
 use crate::watchdog::Renewal;
@@ -116,6 +117,15 @@ pub(crate) trait LockKind: fmt::Debug + Send + Sync + 'static {
                 .await?;
             Ok(matches!(reply, Value::Int(n) if n > 0))
         })
+    }
+}
+
+/// How every lock kind waits: on the messages of `channel` (Redisson's unlock messages, `0`
+/// waking one waiter and `1` all of them, docs/LAYOUT.md §3).
+pub(crate) fn on_unlock_messages(channel: impl Into<String>) -> Strategy {
+    Strategy::PubSub {
+        channel: channel.into(),
+        policy: WakePolicy::Lock,
     }
 }
 

@@ -8,13 +8,13 @@ use redis::{Script, ScriptInvocation};
 use super::hold::HoldSpec;
 use super::kind::{
     AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, acquire_reply,
-    release_reply, released_reply,
+    on_unlock_messages, release_reply, released_reply,
 };
 use super::{LockCore, lock_api};
 use crate::conn::Call;
 use crate::error::Result;
 use crate::layout;
-use crate::pubsub::{UNLOCK_MESSAGE, WakePolicy};
+use crate::pubsub::UNLOCK_MESSAGE;
 use crate::shared::Shared;
 use crate::wait::{BoxFuture, Strategy};
 use crate::watchdog::Renewal;
@@ -164,10 +164,7 @@ impl LockKind for Reentrant {
     }
 
     fn strategy(&self, _hold: &HoldSpec) -> Strategy {
-        Strategy::PubSub {
-            channel: self.channel.to_string(),
-            policy: WakePolicy::Lock,
-        }
+        on_unlock_messages(&*self.channel)
     }
 
     fn renewal(&self) -> Arc<dyn Renewal> {

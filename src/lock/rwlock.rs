@@ -9,14 +9,14 @@ use redis::{Script, ScriptInvocation, Value};
 use super::hold::HoldSpec;
 use super::kind::{
     AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, acquire_reply,
-    release_reply, released_reply, status, unexpected,
+    on_unlock_messages, release_reply, released_reply, status, unexpected,
 };
 use super::reentrant::HASH_RENEWAL;
 use super::{LockCore, lock_api};
 use crate::conn::Call;
 use crate::error::{Error, Result};
 use crate::layout;
-use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE, WakePolicy};
+use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::shared::Shared;
 use crate::wait::{BoxFuture, Strategy};
 use crate::watchdog::Renewal;
@@ -315,10 +315,7 @@ impl LockKind for Read {
     }
 
     fn strategy(&self, _hold: &HoldSpec) -> Strategy {
-        Strategy::PubSub {
-            channel: self.channel.to_string(),
-            policy: WakePolicy::Lock,
-        }
+        on_unlock_messages(&*self.channel)
     }
 
     fn renewal(&self) -> Arc<dyn Renewal> {
@@ -409,10 +406,7 @@ impl LockKind for Write {
     }
 
     fn strategy(&self, _hold: &HoldSpec) -> Strategy {
-        Strategy::PubSub {
-            channel: self.channel.to_string(),
-            policy: WakePolicy::Lock,
-        }
+        on_unlock_messages(&*self.channel)
     }
 
     fn renewal(&self) -> Arc<dyn Renewal> {
