@@ -113,15 +113,7 @@ pub(crate) struct Call<'a> {
 impl<'a> Call<'a> {
     /// A read-only command on `key`, sent again once if its connection dropped.
     pub(crate) fn read(op: &'static str, key: &'a str, cmd: &'a Cmd) -> Self {
-        Self {
-            op,
-            key,
-            access: Access::Read,
-            resend: Resend::Once,
-            limit: None,
-            body: Body::Command(cmd),
-            sent: None,
-        }
+        Self::new(op, key, Access::Read, Resend::Once, Body::Command(cmd))
     }
 
     /// A read-only script on `key`, sent again once if its connection dropped.
@@ -130,15 +122,13 @@ impl<'a> Call<'a> {
         key: &'a str,
         invocation: &'a ScriptInvocation<'a>,
     ) -> Self {
-        Self {
+        Self::new(
             op,
             key,
-            access: Access::Read,
-            resend: Resend::Once,
-            limit: None,
-            body: Body::Script(invocation),
-            sent: None,
-        }
+            Access::Read,
+            Resend::Once,
+            Body::Script(invocation),
+        )
     }
 
     /// A script that writes `key`: never sent twice (see [`idempotent`](Self::idempotent)).
@@ -147,13 +137,24 @@ impl<'a> Call<'a> {
         key: &'a str,
         invocation: &'a ScriptInvocation<'a>,
     ) -> Self {
+        Self::new(
+            op,
+            key,
+            Access::Write,
+            Resend::Never,
+            Body::Script(invocation),
+        )
+    }
+
+    /// A call with the command timeout, whose delivery is not tracked.
+    fn new(op: &'static str, key: &'a str, access: Access, resend: Resend, body: Body<'a>) -> Self {
         Self {
             op,
             key,
-            access: Access::Write,
-            resend: Resend::Never,
+            access,
+            resend,
             limit: None,
-            body: Body::Script(invocation),
+            body,
             sent: None,
         }
     }
@@ -235,15 +236,13 @@ impl Conn {
             cmd.arg("ADDR").arg(addr);
         }
         cmd.arg("SKIPME").arg("yes");
-        let call = Call {
-            op: "cut off",
+        let call = Call::new(
+            "cut off",
             key,
-            access: Access::Write,
-            resend: Resend::Once,
-            limit: None,
-            body: Body::Command(&cmd),
-            sent: None,
-        };
+            Access::Write,
+            Resend::Once,
+            Body::Command(&cmd),
+        );
         match self.call(call).await {
             // 1: killed; 0: the server had already closed it. Either way nothing of it runs.
             Ok(_) => Ok(true),
