@@ -30,7 +30,7 @@ use crate::watchdog::{Lease, Loss};
 const MAX_CORRECTIONS: usize = 3;
 
 /// Everything needed to acquire or release one hold; runs on its own, detached from callers.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct HoldSpec {
     pub(crate) shared: Arc<Shared>,
     /// The primitive the hold belongs to: its scripts and names.
@@ -125,12 +125,16 @@ impl LockAcquire {
         held
     }
 
-    /// A grant arrived too late to be used (its lease is spent or about to be): gives it back
-    /// and reports the lock busy, so the caller tries again within its wait.
-    async fn too_late(&self, held: Held) -> Step<Held, PendingAcquire> {
+    /// The guard of a grant, unless it arrived too late to be used (its lease is spent or
+    /// about to be): then it is given back and `None` returned.
+    async fn grant_in_time(&self, op: Op, sent: Instant) -> Option<Held> {
+        let held = self.grant(op, sent);
+        if Instant::now() < held.lease().deadline() {
+            return Some(held);
+        }
         tracing::warn!(lock = %self.spec.name, "a grant arrived after its lease; releasing it");
         held.discard().await;
-        Step::Busy(Some(Duration::ZERO))
+        None
     }
 }
 
@@ -165,11 +169,11 @@ impl Acquire for LockAcquire {
                 let sent = Instant::now();
                 match spec.kind.acquire(&request).await {
                     Ok(AcquireReply::Acquired) => {
-                        let held = self.grant(op, sent);
-                        if Instant::now() >= held.lease().deadline() {
-                            return self.too_late(held).await;
-                        }
-                        return Step::Granted(held);
+                        return match self.grant_in_time(op, sent).await {
+                            Some(held) => Step::Granted(held),
+                            // Busy, so the caller tries again within its wait.
+                            None => Step::Busy(Some(Duration::ZERO)),
+                        };
                     }
                     Ok(AcquireReply::Held(ttl)) => {
                         op.unchanged();
@@ -204,12 +208,7 @@ impl Acquire for LockAcquire {
             let count = self.spec.cut_off_and_count(&delivery).await?;
             if count == op.held() + 1 {
                 // The request ran: it granted exactly on top of the holds the client counts.
-                let held = self.grant(op, sent);
-                if Instant::now() >= held.lease().deadline() {
-                    held.discard().await;
-                    return Ok(None);
-                }
-                return Ok(Some(held));
+                return Ok(self.grant_in_time(op, sent).await);
             }
             // It did not run, and cannot any more.
             op.correct(count);
@@ -300,11 +299,9 @@ async fn settle_release(
     spec: Arc<HoldSpec>,
     lease: Arc<Lease>,
     mut op: Op,
-    delivery: Delivery,
-    error: Error,
+    mut delivery: Delivery,
+    mut error: Error,
 ) -> Result<()> {
-    let mut delivery = delivery;
-    let mut error = error;
     for sends in 1..=2 {
         // On error `op` is dropped unresolved: the slot is marked tainted.
         let before = op.held();
