@@ -105,19 +105,16 @@ impl Watchdog {
             key: key.clone(),
             field: field.clone(),
         };
-        let mut entries = self.registry.entries();
-        let entry = entries.entry(watched).or_insert_with(|| Entry {
+        let fresh = || Entry {
             guards: 0,
             lease: Lease::new(sent, self.lease),
             renewal: renewal.clone(),
-        });
+        };
+        let mut entries = self.registry.entries();
+        let entry = entries.entry(watched).or_insert_with(fresh);
         if entry.lease.is_lost() {
             // A hold found lost earlier: this acquire starts a new one.
-            *entry = Entry {
-                guards: 0,
-                lease: Lease::new(sent, self.lease),
-                renewal: renewal.clone(),
-            };
+            *entry = fresh();
         }
         entry.guards += 1;
         entry.lease.confirm(sent, self.lease);
