@@ -1,12 +1,11 @@
 //! [`RedisCluster`]: a throwaway Redis Cluster of `redis-server` processes on one host.
 
 use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::Value;
 
-use crate::server::{MISSING_REDIS, RedisServer, connect_with_timeout};
+use crate::server::{MISSING_REDIS, RedisServer, connect_with_timeout, poll_until_ok};
 
 /// How long the cluster may take to agree after `redis-cli --cluster create`.
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -252,19 +251,8 @@ impl RedisCluster {
 
     /// Waits until every node reports `cluster_state:ok` and the same `CLUSTER SLOTS`.
     fn wait_agreed(&self) -> Result<(), String> {
-        let deadline = Instant::now() + CLUSTER_TIMEOUT;
-        loop {
-            let last = match self.agreement() {
-                Ok(()) => return Ok(()),
-                Err(e) => e,
-            };
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "the cluster did not agree within {CLUSTER_TIMEOUT:?}: {last}"
-                ));
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
+        poll_until_ok(CLUSTER_TIMEOUT, || self.agreement())
+            .map_err(|last| format!("the cluster did not agree within {CLUSTER_TIMEOUT:?}: {last}"))
     }
 
     fn agreement(&self) -> Result<(), String> {

@@ -2,10 +2,9 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::server::{RedisServer, connect_with_timeout};
+use crate::server::{RedisServer, connect_with_timeout, poll_until_ok};
 
 /// The name the Sentinels monitor the master under.
 const MASTER_NAME: &str = "mymaster";
@@ -127,19 +126,9 @@ impl RedisSentinel {
     }
 
     fn wait_settled(&self) -> Result<(), String> {
-        let deadline = Instant::now() + SETTLE_TIMEOUT;
-        loop {
-            let last = match self.settled() {
-                Ok(()) => return Ok(()),
-                Err(e) => e,
-            };
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "the Sentinel setup did not settle within {SETTLE_TIMEOUT:?}: {last}"
-                ));
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
+        poll_until_ok(SETTLE_TIMEOUT, || self.settled()).map_err(|last| {
+            format!("the Sentinel setup did not settle within {SETTLE_TIMEOUT:?}: {last}")
+        })
     }
 
     fn settled(&self) -> Result<(), String> {

@@ -340,6 +340,24 @@ pub(crate) fn connect_with_timeout(
     Ok(con)
 }
 
+/// Runs `check` every 50 ms until it succeeds or `limit` has passed; then its last error.
+pub(crate) fn poll_until_ok(
+    limit: Duration,
+    mut check: impl FnMut() -> Result<(), String>,
+) -> Result<(), String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let last = match check() {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        if Instant::now() >= deadline {
+            return Err(last);
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Binds 127.0.0.1:0, reads the assigned port and releases it.
 pub(crate) fn free_port() -> Result<u16, String> {
     let listener =
