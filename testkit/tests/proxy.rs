@@ -26,6 +26,21 @@ async fn ping(con: &mut MultiplexedConnection) -> RedisResult<String> {
     redis::cmd("PING").query_async(con).await
 }
 
+/// `INCR key` through `con`.
+async fn incr(con: &mut MultiplexedConnection, key: &str) -> RedisResult<i64> {
+    redis::cmd("INCR").arg(key).query_async(con).await
+}
+
+/// The integer at `key`, read from `server` directly (not through the proxy).
+async fn server_value(server: &RedisServer, key: &str) -> Option<i64> {
+    let mut direct = server.conn().await;
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut direct)
+        .await
+        .unwrap()
+}
+
 /// Asserts `result` is a connection failure that came at once (not a reply, not a timeout).
 fn assert_connection_error<T: std::fmt::Debug>(result: RedisResult<T>, took: Duration) {
     let err = result.expect_err("expected a connection error");
@@ -150,21 +165,14 @@ async fn freeze_holds_a_reply_until_pass() {
     ping(&mut con).await.unwrap();
     proxy.set_mode(Mode::Freeze);
     let mut frozen = con.clone();
-    let reply = tokio::spawn(async move {
-        redis::cmd("INCR")
-            .arg("frozen")
-            .query_async::<i64>(&mut frozen)
-            .await
-    });
+    let reply = tokio::spawn(async move { incr(&mut frozen, "frozen").await });
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(!reply.is_finished(), "a reply came through a frozen proxy");
-    let mut direct = server.conn().await;
-    let seen: Option<i64> = redis::cmd("GET")
-        .arg("frozen")
-        .query_async(&mut direct)
-        .await
-        .unwrap();
-    assert_eq!(seen, None, "the command was held, not forwarded");
+    assert_eq!(
+        server_value(&server, "frozen").await,
+        None,
+        "the command was held, not forwarded"
+    );
     proxy.set_mode(Mode::Pass);
     let n = tokio::time::timeout(Duration::from_secs(5), reply)
         .await
@@ -268,27 +276,17 @@ async fn reset_after_forwards_the_command_then_resets() {
     let trigger = proxy.reset_after(b"INCR");
     assert!(!trigger.fired());
     let started = Instant::now();
-    let result = redis::cmd("INCR")
-        .arg("counter")
-        .query_async::<i64>(&mut con)
-        .await;
+    let result = incr(&mut con, "counter").await;
     assert_connection_error(result, started.elapsed());
     assert!(trigger.fired());
-    let mut direct = server.conn().await;
-    let counter: Option<i64> = redis::cmd("GET")
-        .arg("counter")
-        .query_async(&mut direct)
-        .await
-        .unwrap();
-    assert_eq!(counter, Some(1), "the server ran the INCR");
+    assert_eq!(
+        server_value(&server, "counter").await,
+        Some(1),
+        "the server ran the INCR"
+    );
     // It fired once: the next INCR goes through.
     let mut con = connect(&proxy.url()).await.unwrap();
-    let n: i64 = redis::cmd("INCR")
-        .arg("counter")
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    assert_eq!(n, 2);
+    assert_eq!(incr(&mut con, "counter").await.unwrap(), 2);
 }
 
 #[tokio::test]
@@ -300,27 +298,17 @@ async fn reset_before_drops_the_command_then_resets() {
     let trigger = proxy.reset_before(b"INCR");
     let unused = proxy.reset_before(b"NEVER-SENT");
     let started = Instant::now();
-    let result = redis::cmd("INCR")
-        .arg("counter")
-        .query_async::<i64>(&mut con)
-        .await;
+    let result = incr(&mut con, "counter").await;
     assert_connection_error(result, started.elapsed());
     assert!(trigger.fired());
     assert!(!unused.cancel(), "the other trigger had not fired");
-    let mut direct = server.conn().await;
-    let counter: Option<i64> = redis::cmd("GET")
-        .arg("counter")
-        .query_async(&mut direct)
-        .await
-        .unwrap();
-    assert_eq!(counter, None, "the server never saw the INCR");
+    assert_eq!(
+        server_value(&server, "counter").await,
+        None,
+        "the server never saw the INCR"
+    );
     let mut con = connect(&proxy.url()).await.unwrap();
-    let n: i64 = redis::cmd("INCR")
-        .arg("counter")
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(incr(&mut con, "counter").await.unwrap(), 1);
 }
 
 #[tokio::test]
