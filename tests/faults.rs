@@ -102,6 +102,18 @@ impl Kind {
     }
 }
 
+/// Loads `kind`'s acquire and unlock scripts through `client` (a lock and unlock of a
+/// throwaway name), so that from then on each goes out as one EVALSHA.
+async fn warm_up(client: &Client, kind: Kind) {
+    let opts = LockOptions::new().owner(Owner::new(1));
+    kind.lock(client, &unique_name("warm"), &opts)
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
+
 // -----------------------------------------------------------------------------------------
 // 1. A lost unlock message stalls waiters for a whole lease
 // -----------------------------------------------------------------------------------------
@@ -306,14 +318,7 @@ async fn defect_3_an_acquire_reset_after_it_ran_is_handed_out_or_undone_for_ever
     let client = builder(proxy.url()).build().unwrap();
     for kind in Kind::ALL {
         let opts = LockOptions::new().owner(Owner::new(1));
-        // Warm up: scripts loaded, so the acquire goes out as one EVALSHA.
-        let warm = unique_name("d3-warm");
-        kind.lock(&client, &warm, &opts)
-            .await
-            .unwrap()
-            .unlock()
-            .await
-            .unwrap();
+        warm_up(&client, kind).await;
 
         let name = unique_name("d3");
         let field = kind.field(&client, 1);
@@ -371,14 +376,7 @@ async fn defect_4_a_grant_arriving_after_its_lease_is_not_handed_out() {
         .build()
         .unwrap();
     let name = unique_name("d4");
-    holder
-        .lock(unique_name("d4-warm"))
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    warm_up(&holder, Kind::Lock).await;
 
     proxy.set_mode(Mode::Delay {
         up: Duration::ZERO,
@@ -530,14 +528,7 @@ async fn defect_6_a_late_unlock_never_deletes_the_owners_new_hold() {
     let name = unique_name("d6");
     let owner = Owner::new(1);
     // Warm up: the scripts are loaded, so the unlock below runs when it lands.
-    client
-        .lock(unique_name("d6-warm"))
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    warm_up(&client, Kind::Lock).await;
     let g1 = client
         .lock(&name)
         .lock_with_options(&LockOptions::new().lease(ms(500)).owner(owner))
@@ -695,14 +686,7 @@ async fn defect_9_a_waiting_lock_retries_through_busy() {
     let server = RedisServer::start_with(&["--busy-reply-threshold", "100"]);
     let client = builder(server.url()).build().unwrap();
     let name = unique_name("d9");
-    client
-        .lock(unique_name("d9-warm"))
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    warm_up(&client, Kind::Lock).await;
 
     let busy = {
         let mut con = server.connect();
