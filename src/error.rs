@@ -104,10 +104,18 @@ impl Error {
         matches!(self, Self::Redis(e) if e.is_connection_dropped())
     }
 
-    /// Worth another try a little later, within a wait: Redis is busy running a script
-    /// (`BUSY`, which proves the script did not run), loading its data (`LOADING`), in a
-    /// cluster or replication transition (`TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN`), or the
-    /// connection dropped, was refused or stalled.
+    /// Redis says "later" and ran nothing: it is busy running a script (`BUSY`, which proves
+    /// the script did not run), loading its data (`LOADING`), or in a cluster or replication
+    /// transition (`TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN`).
+    pub(crate) fn server_busy(&self) -> bool {
+        matches!(self, Self::Redis(e) if matches!(
+            e.code(),
+            Some("BUSY" | "LOADING" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN")
+        ))
+    }
+
+    /// Worth another try a little later: the server is busy ([`server_busy`](Self::server_busy)),
+    /// or the connection dropped, was refused or stalled.
     pub(crate) fn is_transient(&self) -> bool {
         match self {
             Self::Timeout { .. } => true,
@@ -116,10 +124,7 @@ impl Error {
                     || e.is_timeout()
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
-                    || matches!(
-                        e.code(),
-                        Some("BUSY" | "LOADING" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN")
-                    )
+                    || self.server_busy()
             }
             _ => false,
         }

@@ -138,7 +138,7 @@ pub(crate) async fn acquire<A: Acquire>(
             Attempted::Unresolved => break,
             Attempted::GaveUp => return GiveUp::finish(give_up, &waiter).await,
             // BUSY proves the script did not run; a waiting call retries it within its wait.
-            Attempted::Failed(e) if !single && server_busy(&e) => break,
+            Attempted::Failed(e) if !single && e.server_busy() => break,
             Attempted::Failed(e) => return GiveUp::fail(give_up, e),
         }
     }
@@ -160,17 +160,9 @@ pub(crate) async fn acquire<A: Acquire>(
 /// nothing, or the connection dropped or was refused (a restart). A timeout is not retried:
 /// Redis is stalled or unreachable, and the caller learns it after one command timeout.
 fn retry_while_waiting(e: &Error) -> bool {
-    server_busy(e)
+    e.server_busy()
         || e.connection_dropped()
         || matches!(e, Error::Redis(r) if r.is_connection_refusal())
-}
-
-/// `BUSY`, `LOADING` and the like: Redis says "later", and ran nothing.
-fn server_busy(e: &Error) -> bool {
-    matches!(e, Error::Redis(r) if matches!(
-        r.code(),
-        Some("BUSY" | "LOADING" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN")
-    ))
 }
 
 /// What one attempt came to, resolution included.
