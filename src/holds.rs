@@ -17,13 +17,12 @@
 //!   may land late.
 
 use std::fmt;
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
-
-use std::hash::BuildHasher;
 
 use crate::fasthash::{FastMap, FastState};
 use crate::watchdog::{Lease, Loss};

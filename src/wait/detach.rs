@@ -8,9 +8,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use crate::shared::Shared;
 

@@ -3,14 +3,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redisson_sync::{Client, LockOptions, Owner};
+use redisson_sync::{AnyLock, Client, LockOptions, Owner};
 use serde_json::{Value, json};
 
 use crate::bench;
 use crate::counter::Counter;
 use crate::holds::Holds;
-use redisson_sync::AnyLock;
-
 use crate::locks::any_lock;
 use crate::protocol::{Code, Failure, Kind, Op, Reply, Request, Response, Stress, now_ns};
 
