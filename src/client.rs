@@ -9,7 +9,9 @@ use tokio::runtime::Handle;
 
 use crate::config::Config;
 use crate::error::{BuildError, Result};
+use crate::latch::CountDownLatch;
 use crate::lock::{FairLock, Lock, RwLock};
+use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 use crate::shared::Shared;
 use crate::tasks::Tasks;
 
@@ -96,6 +98,24 @@ impl Client {
     /// [`write_lock`](RwLock::write_lock) halves. Creating the handle does no I/O.
     pub fn rw_lock(&self, name: impl Into<String>) -> RwLock {
         RwLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A counting semaphore named `name` (the Redis key, used as given; Redisson's
+    /// `getSemaphore(name)`). Creating the handle does no I/O.
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore::new(self.shared.clone(), name.into())
+    }
+
+    /// A semaphore whose permits have ids and leases, named `name` (Redisson's
+    /// `getPermitExpirableSemaphore(name)`). Creating the handle does no I/O.
+    pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(self.shared.clone(), name.into())
+    }
+
+    /// A count-down latch named `name` (the Redis key, used as given; Redisson's
+    /// `getCountDownLatch(name)`). Creating the handle does no I/O.
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch::new(self.shared.clone(), name.into())
     }
 
     /// `true` once [`shutdown`](Self::shutdown) was called.

@@ -45,14 +45,27 @@ pub enum Error {
         /// The owner's reader field (`<client id>:<owner id>`).
         holder: String,
     },
-    /// The lock name holds a Redis key of another type (a lock is a hash).
+    /// The name holds a Redis key of another type than the primitive uses (a lock is a hash,
+    /// a semaphore or latch a string, a permit-expirable semaphore's permits a sorted set).
+    /// Nothing was changed.
     WrongType {
         /// The key that holds a value of another type.
         key: String,
     },
     /// An argument was out of range (zero or sub-millisecond lease, a duration too long for
-    /// Redis).
+    /// Redis, zero permits where they mean nothing, a permit id that is not 32 hex
+    /// characters). Nothing was sent to Redis.
     InvalidArgument(String),
+    /// A permit of a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) is not held:
+    /// it was released already, its lease ran out, or it never existed (Redisson's
+    /// `IllegalArgumentException` "has already been released or doesn't exist"). Nothing was
+    /// released.
+    PermitNotHeld {
+        /// The semaphore name.
+        name: String,
+        /// The permit ids asked for, as 32-character hex.
+        ids: Vec<String>,
+    },
     /// The client was shut down with [`Client::shutdown`](crate::Client::shutdown).
     Shutdown,
     /// A script returned a reply this crate does not understand.
@@ -165,7 +178,13 @@ impl fmt::Display for Error {
             ),
             Self::WrongType { key } => write!(
                 f,
-                "key {key:?} holds a Redis value of another type; a lock needs a hash or no key"
+                "key {key:?} holds a Redis value of another type than this primitive uses; \
+                 nothing was changed"
+            ),
+            Self::PermitNotHeld { name, ids } => write!(
+                f,
+                "semaphore {name:?}: permit(s) {} released already, expired, or never acquired; nothing was released",
+                ids.join(", ")
             ),
             Self::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
             Self::Shutdown => write!(f, "the client has been shut down"),

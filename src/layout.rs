@@ -84,6 +84,33 @@ pub(crate) fn rwlock_key_prefix(name: &str) -> String {
     }
 }
 
+/// The channel of a semaphore, on which permit-increasing writes publish:
+/// `redisson_sc:{N}` (`RedissonSemaphore.getChannelName`; the permit-expirable semaphore uses
+/// the same one, docs/LAYOUT.md §6.4, §6.5).
+pub(crate) fn semaphore_channel(name: &str) -> String {
+    prefix_name("redisson_sc", name)
+}
+
+/// The grant marker of one semaphore acquisition (this crate's addition, docs/LAYOUT.md §12):
+/// `{N}:redisson_sync:grant:<request id>`, set by the acquire script on a grant, deleted by the
+/// release of those permits, and otherwise expiring by itself. It tells a client whose reply
+/// was lost whether its acquire ran.
+pub(crate) fn semaphore_grant_marker(name: &str, request_id: &str) -> String {
+    suffix_name(name, &format!("redisson_sync:grant:{request_id}"))
+}
+
+/// The permit-expirable semaphore's acquired permits, a sorted set of raw 16-byte permit ids
+/// scored by expiry: `{N}:timeout` (`suffixName(N, "timeout")`, §6.5).
+pub(crate) fn permit_timeouts(name: &str) -> String {
+    suffix_name(name, "timeout")
+}
+
+/// The channel of a count-down latch: `redisson_countdownlatch__channel__{N}`, always with
+/// braces, even when `N` contains `{` (`RedissonCountDownLatch.getChannelName`, §6.6).
+pub(crate) fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
 /// The lock hash field of one holder: `<client uuid>:<owner id>` (`RedissonBaseLock.getLockName`).
 pub(crate) fn holder_field(client_id: &str, owner_id: u64) -> String {
     let mut field = String::with_capacity(client_id.len() + 21);
@@ -181,6 +208,31 @@ mod tests {
             let cut = &prefix[..prefix.find(&format!(":{f}")).unwrap()];
             assert_eq!(rwlock_key_prefix(name), cut, "{name}");
         }
+    }
+
+    #[test]
+    fn semaphore_and_latch_names_follow_sections_6_4_to_6_6() {
+        assert_eq!(semaphore_channel("sem"), "redisson_sc:{sem}");
+        assert_eq!(semaphore_channel("{a}:sem"), "redisson_sc:{a}:sem");
+        assert_eq!(permit_timeouts("sem"), "{sem}:timeout");
+        assert_eq!(
+            semaphore_grant_marker("sem", "00ff"),
+            "{sem}:redisson_sync:grant:00ff"
+        );
+        assert_eq!(
+            semaphore_grant_marker("{a}:sem", "00ff"),
+            "{a}:sem:redisson_sync:grant:00ff"
+        );
+        assert_eq!(permit_timeouts("{a}:sem"), "{a}:sem:timeout");
+        assert_eq!(
+            latch_channel("latch"),
+            "redisson_countdownlatch__channel__{latch}"
+        );
+        // always braces, unlike prefix_name
+        assert_eq!(
+            latch_channel("{a}:l"),
+            "redisson_countdownlatch__channel__{{a}:l}"
+        );
     }
 
     #[test]

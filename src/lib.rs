@@ -24,17 +24,21 @@ mod holds;
 mod shared;
 mod wait;
 
+mod latch;
 mod lock;
+mod semaphore;
 
 mod client;
 
 pub use client::{Client, ClientBuilder};
 pub use config::Config;
 pub use error::{BuildError, Error, Result};
+pub use latch::CountDownLatch;
 pub use lock::{AnyLock, FairLock, Lock, LockGuard, ReadLock, RwLock, WriteLock};
 pub use options::{LockOptions, Ttl};
 pub use owner::Owner;
 pub use redis;
+pub use semaphore::{PermitExpirableSemaphore, PermitId, Permits, Semaphore};
 
 /// This crate's version, e.g. for a health endpoint or a conformance report.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -31,7 +31,8 @@ pub use reentrant::Lock;
 pub use rwlock::{ReadLock, RwLock, WriteLock};
 
 use hold::{HoldSpec, LockAcquire};
-use kind::{LockKind, lease_millis, unexpected};
+use kind::{LockKind, lease_millis};
+pub(crate) use kind::{status, unexpected};
 
 /// A lock of some kind on one name: what every public lock type wraps.
 #[derive(Clone)]

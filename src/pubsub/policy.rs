@@ -12,11 +12,9 @@ pub(crate) enum WakePolicy {
     Lock,
     /// Semaphore channels (`SemaphorePubSub`, §6.4): the payload is a number of permits, and
     /// wakes that many waiters (at most all of them).
-    #[allow(dead_code)] // the semaphores register it (their issue follows this one)
     Permits,
     /// Count-down latch channels (`CountDownLatchPubSub`, §6.6): `0` opens the latch (wakes
     /// every waiter, and the latch stays open until a `1`), `1` closes it again.
-    #[allow(dead_code)] // the latch registers it (its issue follows this one)
     Latch,
 }
 

@@ -1,0 +1,564 @@
+//! The counting semaphore, compatible with Redisson's `RSemaphore` (docs/LAYOUT.md §6.4): its
+//! scripts (`lua/semaphore/`), its channel, and the [`Permits`] an acquisition returns.
+
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use redis::{Cmd, Script};
+
+use super::{PermitId, bool_reply, check_permits, duration_ms, int_reply};
+use crate::conn::{Call, Delivery};
+use crate::error::{Error, Result};
+use crate::layout;
+use crate::pubsub::WakePolicy;
+use crate::shared::Shared;
+use crate::wait::{self, Acquire, Backoff, BoxFuture, Detachable, Step, Strategy};
+
+/// `lua/semaphore/try_acquire.lua`: RedissonSemaphore.tryAcquireAsync0.
+static TRY_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/try_acquire.lua")));
+
+/// `lua/semaphore/release.lua`: RedissonSemaphore.releaseAsync / releaseIfExistsAsync.
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/release.lua")));
+
+/// `lua/semaphore/try_set.lua`: RedissonSemaphore.trySetPermitsAsync (also the
+/// permit-expirable semaphore's, which has the same effects).
+pub(super) static TRY_SET: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/try_set.lua")));
+
+/// `lua/semaphore/add.lua`: RedissonSemaphore.addPermitsAsync.
+static ADD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/add.lua")));
+
+/// `lua/semaphore/drain.lua`: RedissonSemaphore.drainPermitsAsync.
+static DRAIN: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/drain.lua")));
+
+/// A distributed counting semaphore: Redisson's `RSemaphore`.
+///
+/// The semaphore is the Redis string `name` holding the number of available permits (a signed
+/// integer: [`add_permits`](Self::add_permits) may take it below zero). Acquiring decrements
+/// it when enough permits are available; releasing increments it and publishes the new count
+/// on `redisson_sc:{name}`, which wakes waiters here and in Java. Java services using
+/// Redisson's `getSemaphore(name)` on the same Redis share the permits in both directions.
+///
+/// # Permits are not owned
+///
+/// Unlike a lock, a permit is not tied to whoever took it: anyone may release permits, also
+/// permits that were never acquired (that raises the count), and Redisson tells its users to
+/// take a semaphore exactly when a release must happen from another thread or host. An
+/// acquisition returns [`Permits`], which releases on drop like a lock guard but can also be
+/// released explicitly, moved to another task, or [`forget`](Permits::forget)-ten (then
+/// release them later with [`release`](Self::release), from anywhere).
+///
+/// A process that dies holding permits does not give them back: nothing in Redis records who
+/// has them. Where that matters, use the
+/// [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore), whose permits come back
+/// by themselves when their lease ends.
+///
+/// # Waiting
+///
+/// A waiter subscribes to the channel (one subscription per client, shared by its waiters)
+/// and is woken by the messages every permit-increasing write publishes: a message with count
+/// `k` wakes up to `k` of the client's waiters, so a release of one permit wakes one waiter,
+/// not all of them. One waiter per channel also re-checks every `recheck_interval`, in case a
+/// message was lost. Waiters are not served in order.
+///
+/// # Examples
+///
+/// ```rust,no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = redisson_sync::Client::open("redis://127.0.0.1:6379")?;
+/// let device = client.semaphore("device:7");
+/// device.try_set_permits(2).await?; // once, by whoever sets the device up
+/// let permits = device.acquire(1).await?;
+/// // ... at most two users at once, across Rust and Java ...
+/// permits.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    pub(super) inner: Arc<Inner>,
+}
+
+/// A semaphore's names, shared by its handle clones and its [`Permits`].
+pub(super) struct Inner {
+    shared: Arc<Shared>,
+    name: Arc<str>,
+    /// `redisson_sc:{N}`.
+    channel: Arc<str>,
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("name", &self.inner.name)
+            .field("client_id", &self.inner.shared.id)
+            .finish()
+    }
+}
+
+impl Semaphore {
+    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+        let channel = layout::semaphore_channel(&name).into();
+        Self {
+            inner: Arc::new(Inner {
+                shared,
+                name: name.into(),
+                channel,
+            }),
+        }
+    }
+
+    /// The semaphore's name: its Redis key.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Sets the number of permits if the semaphore does not exist yet (Redisson's
+    /// `trySetPermits`): `true` if set (the count is published, waking waiters), `false` if it
+    /// existed (nothing changed).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when `name` holds another kind of key; [`Error::Redis`],
+    /// [`Error::Timeout`].
+    pub async fn try_set_permits(&self, permits: i32) -> Result<bool> {
+        self.inner.try_set(permits, None).await
+    }
+
+    /// [`try_set_permits`](Self::try_set_permits) with a time to live: the semaphore key
+    /// expires after `ttl` (Redisson's `trySetPermits(permits, timeToLive)`).
+    /// [`add_permits`](Self::add_permits) clears the TTL again, as in Redisson.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits); [`Error::InvalidArgument`] for a TTL
+    /// under 1 ms.
+    pub async fn try_set_permits_with_ttl(&self, permits: i32, ttl: Duration) -> Result<bool> {
+        let ttl = duration_ms("time to live", ttl)?;
+        self.inner.try_set(permits, Some(ttl)).await
+    }
+
+    /// Adds `permits` (negative: removes them; the count may go below zero) and publishes the
+    /// new count; returns it. Creates the semaphore when missing, and clears any TTL (a plain
+    /// `SET`, as Redisson's `addPermits`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
+    pub async fn add_permits(&self, permits: i32) -> Result<i64> {
+        let inner = &self.inner;
+        inner.shared.ensure_open()?;
+        let mut invocation = ADD.prepare_invoke();
+        invocation
+            .key(&*inner.name)
+            .key(&*inner.channel)
+            .arg(permits)
+            .arg(inner.shared.conn.publish_command());
+        let call = Call::write("add_permits", &inner.name, &invocation);
+        int_reply("semaphore/add.lua", inner.shared.conn.call(call).await?)
+    }
+
+    /// The number of available permits (0 when the semaphore does not exist; may be
+    /// negative).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
+    pub async fn available_permits(&self) -> Result<i64> {
+        let inner = &self.inner;
+        inner.shared.ensure_open()?;
+        let cmd = Cmd::get(&*inner.name);
+        let reply = inner
+            .shared
+            .conn
+            .call(Call::read("available_permits", &inner.name, &cmd))
+            .await?;
+        int_reply("GET", reply)
+    }
+
+    /// Takes every available permit and returns how many there were (the count becomes 0;
+    /// a missing semaphore stays missing and 0 is returned). Nothing is published.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
+    pub async fn drain_permits(&self) -> Result<i64> {
+        let inner = &self.inner;
+        inner.shared.ensure_open()?;
+        let mut invocation = DRAIN.prepare_invoke();
+        invocation.key(&*inner.name);
+        let call = Call::write("drain_permits", &inner.name, &invocation);
+        int_reply("semaphore/drain.lua", inner.shared.conn.call(call).await?)
+    }
+
+    /// Acquires `permits`, waiting as long as it takes (Redisson's `acquire(permits)`).
+    /// `permits == 0` returns at once with empty [`Permits`], as in Redisson.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::InvalidArgument`] for more than `i32::MAX` permits,
+    /// [`Error::Shutdown`], and Redis errors that are not transient ([`Error::Redis`],
+    /// [`Error::Timeout`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future never loses a permit nor keeps one. An attempt in
+    /// flight finishes in a task of the client, which gives back what it took.
+    pub async fn acquire(&self, permits: u32) -> Result<Permits> {
+        match self.acquire_within(permits, None).await? {
+            Some(p) => Ok(p),
+            // Without a deadline the engine only returns a grant or an error.
+            None => Err(Error::UnexpectedReply {
+                script: "semaphore/try_acquire.lua",
+                detail: "gave up without a deadline".into(),
+            }),
+        }
+    }
+
+    /// Makes one attempt to acquire `permits` (Redisson's `tryAcquire(permits)`): `None` when
+    /// not enough are available.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self, permits: u32) -> Result<Option<Permits>> {
+        self.acquire_within(permits, Some(Duration::ZERO)).await
+    }
+
+    /// Acquires `permits`, waiting at most `wait` (Redisson's `tryAcquire(permits,
+    /// waitTime)`): `None` when they did not become available in time. Returns within `wait`
+    /// plus 100 ms, also when Redis stalls.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire_for(&self, permits: u32, wait: Duration) -> Result<Option<Permits>> {
+        self.acquire_within(permits, Some(wait)).await
+    }
+
+    async fn acquire_within(
+        &self,
+        permits: u32,
+        wait: Option<Duration>,
+    ) -> Result<Option<Permits>> {
+        check_permits(permits)?;
+        if permits == 0 {
+            self.inner.shared.ensure_open()?;
+            return Ok(Some(self.permits(0)));
+        }
+        let acquire = Arc::new(SemaphoreAcquire {
+            inner: self.inner.clone(),
+            permits,
+        });
+        let granted = wait::acquire(&self.inner.shared, acquire, wait).await?;
+        Ok(granted.map(|marker| Permits {
+            semaphore: Some(self.clone()),
+            count: permits,
+            marker: Some(marker),
+        }))
+    }
+
+    fn permits(&self, count: u32) -> Permits {
+        Permits {
+            semaphore: (count > 0).then(|| self.clone()),
+            count,
+            marker: None,
+        }
+    }
+
+    /// Releases `permits`: adds them to the count (creating the semaphore when missing) and
+    /// publishes the new count, waking up to that many waiters (Redisson's `release(permits)`).
+    /// Anyone may release, also permits that were never acquired. `permits == 0` does nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::InvalidArgument`] for more than `i32::MAX` permits,
+    /// [`Error::Redis`], [`Error::Timeout`]. A release whose reply is lost is not sent again
+    /// (it may have run; sending it twice would create permits): its error is returned.
+    pub async fn release(&self, permits: u32) -> Result<()> {
+        check_permits(permits)?;
+        if permits == 0 {
+            return self.inner.shared.ensure_open();
+        }
+        self.inner.release(permits, false, None).await.map(|_| ())
+    }
+
+    /// Releases `permits` only if the semaphore exists (Redisson's `releaseIfExists`): `true`
+    /// if released, `false` if there was no semaphore (or `permits == 0`).
+    ///
+    /// # Errors
+    ///
+    /// As [`release`](Self::release).
+    pub async fn release_if_exists(&self, permits: u32) -> Result<bool> {
+        check_permits(permits)?;
+        if permits == 0 {
+            self.inner.shared.ensure_open()?;
+            return Ok(false);
+        }
+        self.inner.release(permits, true, None).await
+    }
+}
+
+impl Inner {
+    async fn try_set(&self, permits: i32, ttl_ms: Option<i64>) -> Result<bool> {
+        self.shared.ensure_open()?;
+        let mut invocation = TRY_SET.prepare_invoke();
+        invocation
+            .key(&*self.name)
+            .key(&*self.channel)
+            .arg(permits)
+            .arg(self.shared.conn.publish_command());
+        if let Some(ttl) = ttl_ms {
+            invocation.arg(ttl);
+        }
+        // Sent once more after a dropped connection: a second run finds the key and changes
+        // nothing.
+        let call = Call::write("try_set_permits", &self.name, &invocation).idempotent();
+        bool_reply("semaphore/try_set.lua", self.shared.conn.call(call).await?)
+    }
+
+    /// Runs the release script once; a lost reply is cut off (so it cannot run later) and
+    /// reported, never sent again.
+    async fn release(&self, permits: u32, if_exists: bool, marker: Option<&str>) -> Result<bool> {
+        self.shared.ensure_open()?;
+        let mut invocation = RELEASE.prepare_invoke();
+        invocation.key(&*self.name).key(&*self.channel);
+        if let Some(marker) = marker {
+            invocation.key(marker);
+        }
+        invocation
+            .arg(permits)
+            .arg(self.shared.conn.publish_command())
+            .arg(if if_exists { "if_exists" } else { "always" });
+        let delivery = Delivery::default();
+        let call = Call::write("release", &self.name, &invocation).tracked(&delivery);
+        match self.shared.conn.call(call).await {
+            Ok(reply) => bool_reply("semaphore/release.lua", reply),
+            Err(e) if e.outcome_unknown() && delivery.was_sent() => {
+                self.cut_off(&delivery).await;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// How long a grant marker lives when its permits are not released: long enough for any
+    /// resolution of a lost reply (which starts within a command timeout of the send).
+    fn marker_ttl(&self) -> Duration {
+        (self.shared.config.command_timeout * 10).max(Duration::from_secs(60))
+    }
+
+    /// Whether the acquire that would have set `marker` ran: reads the marker after the
+    /// request was cut off, retrying transient errors for up to half the marker's life.
+    async fn granted(&self, marker: &str) -> Result<bool> {
+        let started = tokio::time::Instant::now();
+        let mut backoff = Backoff::transient();
+        loop {
+            let cmd = Cmd::exists(marker);
+            match self
+                .shared
+                .conn
+                .call(Call::read("resolve", marker, &cmd))
+                .await
+            {
+                Ok(reply) => return bool_reply("EXISTS", reply),
+                Err(e)
+                    if e.is_transient()
+                        && !self.shared.tasks.is_shut_down()
+                        && started.elapsed() < self.marker_ttl() / 2 =>
+                {
+                    tracing::debug!(semaphore = %self.name, error = %e, "resolving an unknown outcome; retrying");
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Makes sure a request of unknown outcome cannot run later.
+    async fn cut_off(&self, delivery: &Delivery) {
+        match self.shared.conn.cut_off(delivery, &self.name).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(semaphore = %self.name, "a request of unknown outcome could not be cut off; it may still take effect");
+            }
+            Err(e) => {
+                tracing::warn!(semaphore = %self.name, error = %e, "cutting off a request of unknown outcome failed; it may still take effect");
+            }
+        }
+    }
+}
+
+/// One acquisition of permits, as the wait engine drives it.
+struct SemaphoreAcquire {
+    inner: Arc<Inner>,
+    permits: u32,
+}
+
+/// An attempt whose reply never came: where it went, and the marker it would have set.
+struct PendingGrant {
+    delivery: Delivery,
+    marker: Arc<str>,
+}
+
+impl Acquire for SemaphoreAcquire {
+    /// The grant marker (docs/LAYOUT.md §12), deleted by the release of the permits.
+    type Grant = Arc<str>;
+    type Pending = PendingGrant;
+
+    fn strategy(&self) -> Strategy {
+        Strategy::PubSub {
+            channel: self.inner.channel.to_string(),
+            policy: WakePolicy::Permits,
+        }
+    }
+
+    fn attempt(
+        &self,
+        _wait: Option<Duration>,
+        limit: Duration,
+    ) -> BoxFuture<'_, Step<Arc<str>, PendingGrant>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let request = PermitId::random().to_string();
+            let marker: Arc<str> = layout::semaphore_grant_marker(&inner.name, &request).into();
+            let ttl_ms = u64::try_from(inner.marker_ttl().as_millis()).unwrap_or(u64::MAX);
+            let mut invocation = TRY_ACQUIRE.prepare_invoke();
+            invocation
+                .key(&*inner.name)
+                .key(&*marker)
+                .arg(self.permits)
+                .arg(ttl_ms);
+            let delivery = Delivery::default();
+            let call = Call::write("acquire", &inner.name, &invocation)
+                .limit(limit)
+                .tracked(&delivery);
+            match inner.shared.conn.call(call).await {
+                Ok(reply) => match bool_reply("semaphore/try_acquire.lua", reply) {
+                    Ok(true) => Step::Granted(marker),
+                    // Permits carry no expiry: no hint; a message (or the re-check) wakes.
+                    Ok(false) => Step::Busy(None),
+                    Err(e) => Step::Failed(e),
+                },
+                Err(e) if e.outcome_unknown() && delivery.was_sent() => {
+                    Step::Unknown(PendingGrant { delivery, marker }, e)
+                }
+                Err(e) => Step::Failed(e),
+            }
+        })
+    }
+
+    /// Cuts the attempt off, then looks for its grant marker: there means it ran.
+    fn resolve(&self, pending: PendingGrant) -> BoxFuture<'_, Result<Option<Arc<str>>>> {
+        Box::pin(async move {
+            self.inner.cut_off(&pending.delivery).await;
+            let granted = self.inner.granted(&pending.marker).await?;
+            Ok(granted.then_some(pending.marker))
+        })
+    }
+
+    fn undo(&self, marker: Arc<str>) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Err(e) = self.inner.release(self.permits, false, Some(&marker)).await {
+                tracing::warn!(semaphore = %self.inner.name, permits = self.permits, error = %e, "giving back permits nobody received failed");
+            }
+        })
+    }
+}
+
+/// Permits acquired from a [`Semaphore`]: released on drop (in the background, like a
+/// [`LockGuard`](crate::LockGuard)), or explicitly with [`release`](Self::release), or kept
+/// taken with [`forget`](Self::forget).
+///
+/// A permit is not owned: `Permits` may be moved to another task or thread and released
+/// there, and any handle of the semaphore may release permits it never acquired.
+#[must_use = "dropping Permits releases them at once"]
+pub struct Permits {
+    /// `None` once released or forgotten (or when no permit was taken).
+    semaphore: Option<Semaphore>,
+    count: u32,
+    /// The acquisition's grant marker, deleted with the release.
+    marker: Option<Arc<str>>,
+}
+
+impl fmt::Debug for Permits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permits")
+            .field("semaphore", &self.semaphore.as_ref().map(Semaphore::name))
+            .field("count", &self.count)
+            .finish()
+    }
+}
+
+impl Permits {
+    /// How many permits this holds.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Releases the permits now and reports the outcome. The release completes even if this
+    /// future is dropped: it then finishes in a task of the client.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::release`].
+    pub async fn release(mut self) -> Result<()> {
+        let Some(semaphore) = self.semaphore.take() else {
+            return Ok(());
+        };
+        let inner = semaphore.inner;
+        let shared = inner.shared.clone();
+        let permits = self.count;
+        let marker = self.marker.take();
+        let name = inner.name.clone();
+        let call = async move {
+            inner
+                .release(permits, false, marker.as_deref())
+                .await
+                .map(|_| ())
+        };
+        Detachable::new(&shared, call, move |result: Result<()>| async move {
+            if let Err(e) = result {
+                tracing::warn!(semaphore = %name, error = %e, "release failed after its caller left");
+            }
+        })
+        .await
+    }
+
+    /// Keeps the permits taken: nothing is released now or on drop. Release them later with
+    /// [`Semaphore::release`], from this process or any other.
+    pub fn forget(mut self) {
+        self.semaphore = None;
+    }
+}
+
+impl Drop for Permits {
+    fn drop(&mut self) {
+        let Some(semaphore) = self.semaphore.take() else {
+            return;
+        };
+        let inner = semaphore.inner;
+        if inner.shared.tasks.is_shut_down() {
+            tracing::warn!(semaphore = %inner.name, permits = self.count, "permits dropped after shutdown: they stay taken");
+            return;
+        }
+        let permits = self.count;
+        let marker = self.marker.take();
+        let shared = inner.shared.clone();
+        drop(shared.tasks.spawn(async move {
+            if let Err(e) = inner.release(permits, false, marker.as_deref()).await {
+                tracing::warn!(semaphore = %inner.name, error = %e, "release on drop failed");
+            }
+        }));
+    }
+}

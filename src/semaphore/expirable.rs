@@ -1,0 +1,708 @@
+//! The permit-expirable semaphore, compatible with Redisson's `RPermitExpirableSemaphore`
+//! (docs/LAYOUT.md §6.5): its scripts (`lua/permit_semaphore/`), its names, and permit ids.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use redis::{Cmd, Script, ScriptInvocation, Value};
+
+use super::counting::TRY_SET;
+use super::{bool_reply, check_permits, duration_ms, int_reply, now_epoch_ms};
+use crate::conn::{Call, Delivery};
+use crate::error::{Error, Result};
+use crate::layout;
+use crate::lock::unexpected;
+use crate::pubsub::WakePolicy;
+use crate::shared::Shared;
+use crate::wait::{self, Acquire, BoxFuture, Step, Strategy};
+
+/// `lua/permit_semaphore/acquire.lua`: RedissonPermitExpirableSemaphore.tryAcquireAsync.
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/permit_semaphore/acquire.lua")));
+
+/// `lua/permit_semaphore/release_one.lua`: tryReleaseAsync(permitId).
+static RELEASE_ONE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/permit_semaphore/release_one.lua")));
+
+/// `lua/permit_semaphore/release.lua`: tryReleaseAsync(permitsIds).
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/permit_semaphore/release.lua")));
+
+/// `lua/permit_semaphore/set.lua`: setPermitsAsync.
+static SET: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/permit_semaphore/set.lua")));
+
+/// `lua/permit_semaphore/add.lua`: addPermitsAsync.
+static ADD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/permit_semaphore/add.lua")));
+
+/// `lua/permit_semaphore/count.lua`: available/get/acquiredPermitsAsync.
+static COUNT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/permit_semaphore/count.lua")));
+
+/// `lua/permit_semaphore/lease.lua`: getLeaseTimeAsync / updateLeaseTimeAsync.
+static LEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/permit_semaphore/lease.lua")));
+
+/// The score of a permit without lease: Redisson's `nonExpirableTimeout`.
+const NO_EXPIRY: i64 = 922_337_203_685_477;
+
+/// The id of one permit of a [`PermitExpirableSemaphore`]: 16 random bytes, stored raw in
+/// Redis and shown (and parsed) as 32 lowercase hex characters, exactly as Redisson's API
+/// returns and accepts them. Ids made by Java parse here, and the other way round.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PermitId([u8; 16]);
+
+impl PermitId {
+    pub(super) fn random() -> Self {
+        Self(uuid::Uuid::new_v4().into_bytes())
+    }
+
+    /// Parses the 32-character hex form (either case).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] unless `hex` is exactly 32 hex characters.
+    pub fn parse(hex: &str) -> Result<Self> {
+        let bytes = hex.as_bytes();
+        if bytes.len() != 32 {
+            return Err(Error::InvalidArgument(format!(
+                "a permit id is 32 hex characters, got {} characters: {hex:?}",
+                hex.chars().count()
+            )));
+        }
+        let mut id = [0u8; 16];
+        for (i, pair) in bytes.chunks(2).enumerate() {
+            let digit = |c: u8| (c as char).to_digit(16);
+            match (digit(pair[0]), digit(pair[1])) {
+                (Some(hi), Some(lo)) => id[i] = (hi * 16 + lo) as u8,
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "a permit id is 32 hex characters, got {hex:?}"
+                    )));
+                }
+            }
+        }
+        Ok(Self(id))
+    }
+
+    /// The raw 16 bytes, as stored in Redis.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+}
+
+impl fmt::Display for PermitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for PermitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PermitId({self})")
+    }
+}
+
+impl FromStr for PermitId {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
+    }
+}
+
+/// A distributed semaphore whose permits have ids and optional leases: Redisson's
+/// `RPermitExpirableSemaphore`.
+///
+/// The available permits are the Redis string `name`; every acquired permit is a member of
+/// the sorted set `{name}:timeout` (its raw 16-byte id, scored by the epoch ms its lease
+/// ends, or by `922337203685477` when it has no lease). Before almost every operation, permits
+/// whose lease has ended are reclaimed: removed from the set and added back to the count (the
+/// new count is published on `redisson_sc:{name}`). So a holder that dies gives its permits
+/// back when their lease runs out: the crash-safe form of the [`Semaphore`](crate::Semaphore).
+/// Java services using Redisson's `getPermitExpirableSemaphore(name)` share the permits in
+/// both directions, and ids made on one side can be released on the other.
+///
+/// Leases are judged by the clock of the client that checks them (as in Redisson): keep the
+/// hosts' clocks in sync.
+///
+/// # Waiting
+///
+/// A waiter subscribes to `redisson_sc:{name}` and sleeps until a message wakes it or until
+/// the nearest lease of an acquired permit ends (the acquire script's hint), whichever comes
+/// first; one waiter per client also re-checks every `recheck_interval`.
+///
+/// # Examples
+///
+/// ```rust,no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+///
+/// let client = redisson_sync::Client::open("redis://127.0.0.1:6379")?;
+/// let slots = client.permit_expirable_semaphore("render-slots");
+/// slots.try_set_permits(4).await?;
+/// // The permit comes back by itself after 30 s if this process dies.
+/// let ids = slots.acquire(1, Some(Duration::from_secs(30))).await?;
+/// // ... work ...
+/// slots.release(&ids).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct PermitExpirableSemaphore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    name: Arc<str>,
+    /// `{N}:timeout`.
+    timeouts: Arc<str>,
+    /// `redisson_sc:{N}`.
+    channel: Arc<str>,
+}
+
+impl fmt::Debug for PermitExpirableSemaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PermitExpirableSemaphore")
+            .field("name", &self.inner.name)
+            .field("client_id", &self.inner.shared.id)
+            .finish()
+    }
+}
+
+impl PermitExpirableSemaphore {
+    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                timeouts: layout::permit_timeouts(&name).into(),
+                channel: layout::semaphore_channel(&name).into(),
+                shared,
+                name: name.into(),
+            }),
+        }
+    }
+
+    /// The semaphore's name: the Redis key of its available permits.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Sets the number of available permits if the semaphore does not exist yet (Redisson's
+    /// `trySetPermits`): `true` if set (the count is published), `false` if it existed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
+    pub async fn try_set_permits(&self, permits: i32) -> Result<bool> {
+        let inner = &self.inner;
+        inner.shared.ensure_open()?;
+        let mut invocation = TRY_SET.prepare_invoke();
+        invocation
+            .key(&*inner.name)
+            .key(&*inner.channel)
+            .arg(permits)
+            .arg(inner.shared.conn.publish_command());
+        let call = Call::write("try_set_permits", &inner.name, &invocation).idempotent();
+        bool_reply("semaphore/try_set.lua", inner.shared.conn.call(call).await?)
+    }
+
+    /// Makes the total number of permits (available plus acquired) `permits`, adjusting the
+    /// available ones, and publishes it (Redisson's `setPermits`). Acquired permits stay
+    /// acquired; the available count may go negative.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
+    pub async fn set_permits(&self, permits: i32) -> Result<()> {
+        let inner = &self.inner;
+        inner.shared.ensure_open()?;
+        let mut invocation = SET.prepare_invoke();
+        invocation
+            .key(&*inner.name)
+            .key(&*inner.channel)
+            .key(&*inner.timeouts)
+            .arg(permits)
+            .arg(inner.shared.conn.publish_command());
+        let call = Call::write("set_permits", &inner.name, &invocation).idempotent();
+        bool_reply(
+            "permit_semaphore/set.lua",
+            inner.shared.conn.call(call).await?,
+        )
+        .map(|_| ())
+    }
+
+    /// Adds `permits` to the available ones (negative: removes them) and returns the new
+    /// available count; a positive number is published (Redisson's `addPermits`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
+    pub async fn add_permits(&self, permits: i32) -> Result<i64> {
+        let inner = &self.inner;
+        inner.shared.ensure_open()?;
+        let mut invocation = ADD.prepare_invoke();
+        invocation
+            .key(&*inner.name)
+            .key(&*inner.channel)
+            .arg(permits)
+            .arg(inner.shared.conn.publish_command());
+        let call = Call::write("add_permits", &inner.name, &invocation);
+        int_reply(
+            "permit_semaphore/add.lua",
+            inner.shared.conn.call(call).await?,
+        )
+    }
+
+    /// The available permits, after reclaiming expired ones (0 when the semaphore does not
+    /// exist).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
+    pub async fn available_permits(&self) -> Result<i64> {
+        self.inner.count("available").await
+    }
+
+    /// All permits, available plus acquired, after reclaiming expired ones (Redisson's
+    /// `getPermits`; 0 when the semaphore does not exist).
+    ///
+    /// # Errors
+    ///
+    /// As [`available_permits`](Self::available_permits).
+    pub async fn get_permits(&self) -> Result<i64> {
+        self.inner.count("total").await
+    }
+
+    /// The acquired permits whose lease has not ended (Redisson's `acquiredPermits`).
+    ///
+    /// # Errors
+    ///
+    /// As [`available_permits`](Self::available_permits).
+    pub async fn acquired_permits(&self) -> Result<i64> {
+        self.inner.count("acquired").await
+    }
+
+    /// Acquires `permits` permits, waiting as long as it takes, each with `lease` (`None`: no
+    /// lease, the permit is held until released). Returns one id per permit.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for 0 permits (Redisson returns an empty list, which its
+    /// own API reads as "not acquired"), more than `i32::MAX`, or a lease under 1 ms;
+    /// [`Error::WrongType`]; [`Error::Shutdown`]; Redis errors that are not transient.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an attempt in flight when the future is dropped finishes in a task of the
+    /// client, which releases the permits it took.
+    pub async fn acquire(&self, permits: u32, lease: Option<Duration>) -> Result<Vec<PermitId>> {
+        match self.acquire_within(permits, None, lease).await? {
+            Some(ids) => Ok(ids),
+            None => Err(Error::UnexpectedReply {
+                script: "permit_semaphore/acquire.lua",
+                detail: "gave up without a deadline".into(),
+            }),
+        }
+    }
+
+    /// Makes one attempt to acquire `permits` with `lease`: `None` when not enough are
+    /// available.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(
+        &self,
+        permits: u32,
+        lease: Option<Duration>,
+    ) -> Result<Option<Vec<PermitId>>> {
+        self.acquire_within(permits, Some(Duration::ZERO), lease)
+            .await
+    }
+
+    /// Acquires `permits` with `lease`, waiting at most `wait`: `None` when they did not
+    /// become available in time. Returns within `wait` plus 100 ms, also when Redis stalls.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire_for(
+        &self,
+        permits: u32,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<Vec<PermitId>>> {
+        self.acquire_within(permits, Some(wait), lease).await
+    }
+
+    async fn acquire_within(
+        &self,
+        permits: u32,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<Option<Vec<PermitId>>> {
+        check_permits(permits)?;
+        if permits == 0 {
+            return Err(Error::InvalidArgument(
+                "acquire at least 1 permit (0 permits have no id to return)".into(),
+            ));
+        }
+        let lease_ms = lease.map(|l| duration_ms("lease", l)).transpose()?;
+        let acquire = Arc::new(ExpirableAcquire {
+            inner: self.inner.clone(),
+            permits,
+            lease_ms,
+        });
+        wait::acquire(&self.inner.shared, acquire, wait).await
+    }
+
+    /// Releases one permit (Redisson's `tryRelease(permitId)`): `true` if released, `false`
+    /// if the id is unknown or its lease had already ended (an expired permit found still
+    /// there is returned to the count all the same, as in Redisson).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
+    pub async fn try_release(&self, id: &PermitId) -> Result<bool> {
+        let inner = &self.inner;
+        inner.shared.ensure_open()?;
+        let mut invocation = RELEASE_ONE.prepare_invoke();
+        invocation
+            .key(&*inner.name)
+            .key(&*inner.channel)
+            .key(&*inner.timeouts)
+            .arg(&id.0[..])
+            .arg(now_epoch_ms())
+            .arg(inner.shared.conn.publish_command());
+        match inner
+            .send_release(&invocation, std::slice::from_ref(id))
+            .await?
+        {
+            Released::Reply(reply) => bool_reply("permit_semaphore/release_one.lua", reply),
+            Released::Ran => Ok(true),
+        }
+    }
+
+    /// Releases every permit of `ids`, all or nothing (Redisson's `release(permitsIds)`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PermitNotHeld`] when any of them is unknown or expired (nothing is released);
+    /// [`Error::InvalidArgument`] for an empty list or one with the same id twice (Redisson
+    /// would release it once and report a failure); [`Error::WrongType`], [`Error::Redis`],
+    /// [`Error::Timeout`].
+    pub async fn release(&self, ids: &[PermitId]) -> Result<()> {
+        if ids.is_empty() {
+            return Err(Error::InvalidArgument(
+                "release at least one permit id".into(),
+            ));
+        }
+        let mut unique = ids.to_vec();
+        unique.sort_unstable_by_key(|id| id.0);
+        unique.dedup();
+        if unique.len() != ids.len() {
+            return Err(Error::InvalidArgument(
+                "the same permit id appears twice in one release".into(),
+            ));
+        }
+        self.inner.shared.ensure_open()?;
+        let released = self.inner.release_many(ids).await?;
+        if released == ids.len() as i64 {
+            Ok(())
+        } else {
+            Err(Error::PermitNotHeld {
+                name: self.inner.name.to_string(),
+                ids: ids.iter().map(ToString::to_string).collect(),
+            })
+        }
+    }
+
+    /// Sets the lease of an acquired permit to `lease` from now (`None`: no lease); `false`
+    /// when the permit is not held (unknown, released, or already expired).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a lease under 1 ms; [`Error::WrongType`],
+    /// [`Error::Redis`], [`Error::Timeout`].
+    pub async fn update_lease_time(&self, id: &PermitId, lease: Option<Duration>) -> Result<bool> {
+        let expiry = match lease {
+            Some(l) => now_epoch_ms().saturating_add(duration_ms("lease", l)?),
+            None => NO_EXPIRY,
+        };
+        let reply = self.inner.lease(id, Some(expiry)).await?;
+        bool_reply("permit_semaphore/lease.lua", reply)
+    }
+
+    /// What is left of an acquired permit's lease: `None` when it has no lease.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PermitNotHeld`] when the permit is not held (unknown, released or expired);
+    /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
+    pub async fn get_lease_time(&self, id: &PermitId) -> Result<Option<Duration>> {
+        let reply = self.inner.lease(id, None).await?;
+        match int_reply("permit_semaphore/lease.lua", reply)? {
+            -2 => Err(Error::PermitNotHeld {
+                name: self.inner.name.to_string(),
+                ids: vec![id.to_string()],
+            }),
+            -1 => Ok(None),
+            ms => Ok(Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))),
+        }
+    }
+}
+
+impl Inner {
+    async fn count(&self, what: &'static str) -> Result<i64> {
+        self.shared.ensure_open()?;
+        let mut invocation = COUNT.prepare_invoke();
+        invocation
+            .key(&*self.name)
+            .key(&*self.timeouts)
+            .key(&*self.channel)
+            .arg(now_epoch_ms())
+            .arg(self.shared.conn.publish_command())
+            .arg(what);
+        // It writes (the reclaim), and a second run changes nothing more.
+        let call = Call::write("count_permits", &self.name, &invocation).idempotent();
+        int_reply(
+            "permit_semaphore/count.lua",
+            self.shared.conn.call(call).await?,
+        )
+    }
+
+    async fn lease(&self, id: &PermitId, update: Option<i64>) -> Result<Value> {
+        self.shared.ensure_open()?;
+        let mut invocation = LEASE.prepare_invoke();
+        invocation
+            .key(&*self.name)
+            .key(&*self.timeouts)
+            .key(&*self.channel)
+            .arg(&id.0[..])
+            .arg(now_epoch_ms())
+            .arg(self.shared.conn.publish_command())
+            .arg(NO_EXPIRY);
+        if let Some(expiry) = update {
+            invocation.arg(expiry);
+        }
+        let call = Call::write("lease_time", &self.name, &invocation).idempotent();
+        self.shared.conn.call(call).await
+    }
+
+    /// Runs the all-or-nothing release script: the number of permits released (0: none).
+    async fn release_many(&self, ids: &[PermitId]) -> Result<i64> {
+        let mut invocation = RELEASE.prepare_invoke();
+        invocation
+            .key(&*self.name)
+            .key(&*self.channel)
+            .key(&*self.timeouts)
+            .arg(ids.len())
+            .arg(now_epoch_ms())
+            .arg(self.shared.conn.publish_command());
+        for id in ids {
+            invocation.arg(&id.0[..]);
+        }
+        match self.send_release(&invocation, ids).await? {
+            Released::Reply(reply) => int_reply("permit_semaphore/release.lua", reply),
+            Released::Ran => Ok(ids.len() as i64),
+        }
+    }
+
+    /// Runs a release script for `ids`. A reply that is lost is settled, never guessed: the
+    /// request is cut off (so it cannot run later) and the ids looked up. None left: it ran
+    /// (or they expired and were reclaimed meanwhile: the permits are back either way). All
+    /// still there: it did not run, and it is sent once more. Anything else: the error.
+    async fn send_release(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+        ids: &[PermitId],
+    ) -> Result<Released> {
+        let mut sends = 0;
+        loop {
+            sends += 1;
+            let delivery = Delivery::default();
+            let call = Call::write("release", &self.name, invocation).tracked(&delivery);
+            match self.shared.conn.call(call).await {
+                Ok(reply) => return Ok(Released::Reply(reply)),
+                Err(e) if e.outcome_unknown() && delivery.was_sent() => {
+                    if !self.shared.conn.cut_off(&delivery, &self.name).await? {
+                        tracing::warn!(semaphore = %self.name, "a release of unknown outcome could not be cut off; it may still take effect");
+                    }
+                    let present = self.present(ids).await?;
+                    if present == 0 {
+                        return Ok(Released::Ran);
+                    }
+                    if present < ids.len() || sends == 2 {
+                        return Err(e);
+                    }
+                    tracing::debug!(semaphore = %self.name, error = %e, "a release did not run; sending it again");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// How many of `ids` are acquired permits now.
+    async fn present(&self, ids: &[PermitId]) -> Result<usize> {
+        let mut present = 0;
+        for id in ids {
+            let mut cmd = Cmd::new();
+            cmd.arg("ZSCORE").arg(&*self.timeouts).arg(&id.0[..]);
+            let reply = self
+                .shared
+                .conn
+                .call(Call::read("resolve", &self.name, &cmd))
+                .await?;
+            if reply != Value::Nil {
+                present += 1;
+            }
+        }
+        Ok(present)
+    }
+}
+
+/// What a release request came to.
+enum Released {
+    /// The script's reply.
+    Reply(Value),
+    /// The reply was lost, and the request found to have run.
+    Ran,
+}
+
+/// One acquisition of expirable permits, as the wait engine drives it.
+struct ExpirableAcquire {
+    inner: Arc<Inner>,
+    permits: u32,
+    lease_ms: Option<i64>,
+}
+
+/// An attempt whose reply never came: its ids and where it went.
+struct PendingIds {
+    ids: Vec<PermitId>,
+    delivery: Delivery,
+}
+
+impl ExpirableAcquire {
+    fn invocation(&self, ids: &[PermitId]) -> ScriptInvocation<'static> {
+        let inner = &self.inner;
+        let now = now_epoch_ms();
+        let expiry = self
+            .lease_ms
+            .map_or(NO_EXPIRY, |lease| now.saturating_add(lease));
+        let mut invocation = ACQUIRE.prepare_invoke();
+        invocation
+            .key(&*inner.name)
+            .key(&*inner.timeouts)
+            .key(&*inner.channel)
+            .arg(self.permits)
+            .arg(expiry)
+            .arg(now)
+            .arg(NO_EXPIRY)
+            .arg(inner.shared.conn.publish_command());
+        for id in ids {
+            invocation.arg(&id.0[..]);
+        }
+        invocation
+    }
+}
+
+impl Acquire for ExpirableAcquire {
+    type Grant = Vec<PermitId>;
+    type Pending = PendingIds;
+
+    fn strategy(&self) -> Strategy {
+        Strategy::PubSub {
+            channel: self.inner.channel.to_string(),
+            policy: WakePolicy::Permits,
+        }
+    }
+
+    fn attempt(
+        &self,
+        _wait: Option<Duration>,
+        limit: Duration,
+    ) -> BoxFuture<'_, Step<Vec<PermitId>, PendingIds>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            // Fresh ids per attempt, as Redisson makes per tryAcquire.
+            let ids: Vec<PermitId> = (0..self.permits).map(|_| PermitId::random()).collect();
+            let invocation = self.invocation(&ids);
+            let delivery = Delivery::default();
+            let call = Call::write("acquire", &inner.name, &invocation)
+                .limit(limit)
+                .tracked(&delivery);
+            match inner.shared.conn.call(call).await {
+                Ok(Value::Nil) => Step::Busy(None),
+                Ok(Value::Okay) => Step::Granted(ids),
+                Ok(ref reply) => match crate::lock::status(reply) {
+                    Some(b"OK") => Step::Granted(ids),
+                    Some(hint) if hint.first() == Some(&b':') => {
+                        // ':<score>': the nearest lease end, in epoch ms.
+                        let score = std::str::from_utf8(&hint[1..])
+                            .ok()
+                            .and_then(|s| s.parse::<f64>().ok());
+                        match score {
+                            Some(score) => {
+                                let left = (score as i64).saturating_sub(now_epoch_ms()).max(0);
+                                Step::Busy(Some(Duration::from_millis(left as u64)))
+                            }
+                            None => Step::Failed(unexpected("permit_semaphore/acquire.lua", reply)),
+                        }
+                    }
+                    _ => Step::Failed(unexpected("permit_semaphore/acquire.lua", reply)),
+                },
+                Err(e) if e.outcome_unknown() && delivery.was_sent() => {
+                    Step::Unknown(PendingIds { ids, delivery }, e)
+                }
+                Err(e) => Step::Failed(e),
+            }
+        })
+    }
+
+    /// Cuts the attempt off, then looks for its first id: the script adds all of them at
+    /// once, so one present means the attempt ran (and its permits are still held).
+    fn resolve(&self, pending: PendingIds) -> BoxFuture<'_, Result<Option<Vec<PermitId>>>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            if !inner
+                .shared
+                .conn
+                .cut_off(&pending.delivery, &inner.name)
+                .await?
+            {
+                tracing::warn!(semaphore = %inner.name, "a request of unknown outcome could not be cut off; it may still take effect");
+            }
+            let Some(first) = pending.ids.first() else {
+                return Ok(None);
+            };
+            let mut cmd = Cmd::new();
+            cmd.arg("ZSCORE").arg(&*inner.timeouts).arg(&first.0[..]);
+            let reply = inner
+                .shared
+                .conn
+                .call(Call::read("resolve", &inner.name, &cmd))
+                .await?;
+            Ok((reply != Value::Nil).then_some(pending.ids))
+        })
+    }
+
+    fn undo(&self, ids: Vec<PermitId>) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Err(e) = self.inner.release_many(&ids).await {
+                tracing::warn!(semaphore = %self.inner.name, error = %e, "giving back permits nobody received failed; they come back when their lease ends");
+            }
+        })
+    }
+}
