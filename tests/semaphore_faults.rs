@@ -1,0 +1,278 @@
+//! The semaphores and the latch under faults, with the fault proxy (`testkit::FaultProxy`)
+//! or a real server fault: what the README's "Failure behaviour" promises for them.
+//!
+//! Timings are bounds, generous for a loaded 2-core machine; what each test pins is the
+//! behaviour (what the caller gets, the exact counts left in Redis).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{FaultProxy, Mode, RedisServer, ms, unique_name, wait_numsub};
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use redisson_sync::{Client, ClientBuilder};
+use tokio::time::{Instant, sleep, timeout};
+
+fn builder(url: String) -> ClientBuilder {
+    Client::builder()
+        .url(url)
+        .watchdog_timeout(Duration::from_secs(30))
+}
+
+async fn value(raw: &mut MultiplexedConnection, name: &str) -> Option<String> {
+    raw.get(name).await.unwrap()
+}
+
+/// Polls until `name` holds `want`; `false` after `within`.
+async fn value_becomes(
+    raw: &mut MultiplexedConnection,
+    name: &str,
+    want: &str,
+    within: Duration,
+) -> bool {
+    let start = Instant::now();
+    loop {
+        if value(raw, name).await.as_deref() == Some(want) {
+            return true;
+        }
+        if start.elapsed() > within {
+            return false;
+        }
+        sleep(ms(10)).await;
+    }
+}
+
+/// Loads the semaphore scripts through `client`, so that from then on each call goes out as
+/// one EVALSHA (the proxy's trigger then fires on the call itself).
+async fn warm_up(client: &Client) {
+    let sem = client.semaphore(unique_name("warm"));
+    sem.release(1).await.unwrap();
+    sem.acquire(1).await.unwrap().release().await.unwrap();
+    let psem = client.permit_expirable_semaphore(unique_name("warm"));
+    psem.try_set_permits(1).await.unwrap();
+    let ids = psem.acquire(1, None).await.unwrap();
+    psem.release(&ids).await.unwrap();
+}
+
+/// The connection drops after Redis ran the acquire, before its reply: the client cuts the
+/// request off, finds its grant marker, and hands the permits to the caller (or gives them
+/// back). Never lost, never kept twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_acquire_reset_after_it_ran_is_handed_out_or_given_back() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let mut raw = server.conn().await;
+    let client = builder(proxy.url()).build().unwrap();
+    warm_up(&client).await;
+    for wait in [None, Some(ms(2_000))] {
+        let name = unique_name("sem");
+        let sem = client.semaphore(&name);
+        sem.try_set_permits(3).await.unwrap();
+        let trigger = proxy.reset_after(format!("{{{name}}}:redisson_sync:grant").as_bytes());
+        let got = timeout(Duration::from_secs(10), async {
+            match wait {
+                None => sem.acquire(2).await.map(Some),
+                Some(wait) => sem.try_acquire_for(2, wait).await,
+            }
+        })
+        .await
+        .expect("the acquire did not return");
+        assert!(trigger.fired(), "the proxy did not reset");
+        match got {
+            Ok(Some(permits)) => {
+                assert_eq!(permits.count(), 2);
+                assert_eq!(value(&mut raw, &name).await.as_deref(), Some("1"));
+                permits.release().await.unwrap();
+            }
+            other => panic!("{wait:?}: the grant was not handed out: {other:?}"),
+        }
+        assert!(value_becomes(&mut raw, &name, "3", ms(2_000)).await);
+        let markers: Vec<String> = raw
+            .keys(format!("{{{name}}}:redisson_sync:grant:*"))
+            .await
+            .unwrap();
+        assert!(markers.is_empty(), "{markers:?}");
+    }
+    client.shutdown().await;
+}
+
+/// The same for the permit-expirable semaphore: its ids are the evidence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_acquire_reset_after_it_ran_is_handed_out() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let mut raw = server.conn().await;
+    let client = builder(proxy.url()).build().unwrap();
+    warm_up(&client).await;
+    let name = unique_name("psem");
+    let sem = client.permit_expirable_semaphore(&name);
+    sem.try_set_permits(2).await.unwrap();
+    let trigger = proxy.reset_after(format!("{{{name}}}:timeout").as_bytes());
+    let ids = sem.acquire(1, None).await.expect("the grant is handed out");
+    assert!(trigger.fired());
+    assert_eq!(ids.len(), 1);
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("1"));
+    let members: Vec<Vec<u8>> = raw
+        .zrange(format!("{{{name}}}:timeout"), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(members, vec![ids[0].as_bytes().to_vec()]);
+    sem.release(&ids).await.unwrap();
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("2"));
+    client.shutdown().await;
+}
+
+/// A permit release whose reply is lost is settled by looking up the ids: it ran, so the
+/// caller gets `Ok` / `true` (a blind resend would have found the ids gone and reported a
+/// failure), and the count went up exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_permit_release_reply_is_settled_by_the_ids() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let mut raw = server.conn().await;
+    let client = builder(proxy.url()).build().unwrap();
+    warm_up(&client).await;
+    let name = unique_name("psem");
+    let sem = client.permit_expirable_semaphore(&name);
+    sem.try_set_permits(3).await.unwrap();
+    let many = sem.acquire(2, None).await.unwrap();
+    let one = sem.acquire(1, None).await.unwrap();
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
+
+    let trigger = proxy.reset_after(many[1].as_bytes());
+    sem.release(&many).await.expect("the release ran");
+    assert!(trigger.fired());
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("2"));
+
+    let trigger = proxy.reset_after(one[0].as_bytes());
+    assert!(sem.try_release(&one[0]).await.unwrap(), "the release ran");
+    assert!(trigger.fired());
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("3"));
+    let left: u64 = raw.zcard(format!("{{{name}}}:timeout")).await.unwrap();
+    assert_eq!(left, 0);
+    client.shutdown().await;
+}
+
+/// A release whose reply is lost is not sent a second time (that would create permits): the
+/// caller gets the error, and the count went up exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_release_reply_is_reported_and_never_sent_twice() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let mut raw = server.conn().await;
+    let client = builder(proxy.url()).build().unwrap();
+    warm_up(&client).await;
+    let name = unique_name("sem");
+    let sem = client.semaphore(&name);
+    sem.try_set_permits(1).await.unwrap();
+    let trigger = proxy.reset_after(format!("redisson_sc:{{{name}}}").as_bytes());
+    let released = sem.release(2).await;
+    assert!(trigger.fired());
+    assert!(
+        released.is_err(),
+        "a release of unknown outcome reported Ok"
+    );
+    sleep(ms(300)).await;
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("3"));
+    client.shutdown().await;
+}
+
+/// Every message of the client's subscription lost (frozen by the proxy): a parked waiter is
+/// still served, by its re-check, within about `recheck_interval`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_served_by_the_recheck_when_messages_are_lost() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let mut raw = server.conn().await;
+    let recheck = ms(300);
+    let waiting = builder(proxy.url())
+        .recheck_interval(recheck)
+        .build()
+        .unwrap();
+    let releaser = builder(server.url()).build().unwrap();
+    let sem_name = unique_name("sem");
+    let latch_name = unique_name("latch");
+    releaser
+        .semaphore(&sem_name)
+        .try_set_permits(0)
+        .await
+        .unwrap();
+    releaser
+        .count_down_latch(&latch_name)
+        .try_set_count(1)
+        .await
+        .unwrap();
+
+    let sem = waiting.semaphore(&sem_name);
+    let permit = tokio::spawn(async move { sem.acquire(1).await.unwrap().forget() });
+    let latch = waiting.count_down_latch(&latch_name);
+    let opened = tokio::spawn(async move { latch.await_open().await.unwrap() });
+    wait_numsub(&mut raw, &format!("redisson_sc:{{{sem_name}}}"), 1).await;
+    wait_numsub(
+        &mut raw,
+        &format!("redisson_countdownlatch__channel__{{{latch_name}}}"),
+        1,
+    )
+    .await;
+    sleep(ms(400)).await;
+
+    proxy.set_mode_for(b"SUBSCRIBE", Mode::Freeze);
+    let start = Instant::now();
+    releaser.semaphore(&sem_name).release(1).await.unwrap();
+    releaser
+        .count_down_latch(&latch_name)
+        .count_down()
+        .await
+        .unwrap();
+    timeout(Duration::from_secs(3), permit)
+        .await
+        .expect("semaphore waiter not served")
+        .unwrap();
+    timeout(Duration::from_secs(3), opened)
+        .await
+        .expect("latch waiter not served")
+        .unwrap();
+    let took = start.elapsed();
+    assert!(took < recheck + ms(700), "served after {took:?}");
+    assert_eq!(value(&mut raw, &sem_name).await.as_deref(), Some("0"));
+    proxy.clear_modes_for();
+    waiting.shutdown().await;
+    releaser.shutdown().await;
+}
+
+/// Redis stalled (SIGSTOP): a timed acquire returns within its wait plus the grace, and once
+/// Redis is back the count is exact (an attempt Redis ran late was given back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_redis_bounds_try_acquire_for_and_loses_no_permit() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = builder(server.url()).build().unwrap();
+    let name = unique_name("sem");
+    let sem = client.semaphore(&name);
+    sem.try_set_permits(1).await.unwrap();
+    warm_up(&client).await;
+
+    server.pause();
+    let start = Instant::now();
+    let got = sem.try_acquire_for(1, ms(500)).await;
+    let took = start.elapsed();
+    server.resume();
+    assert!(took < ms(1_500), "returned after {took:?}");
+    match got {
+        Ok(None) | Err(_) => {}
+        Ok(Some(p)) => panic!("granted while Redis was stopped: {p:?}"),
+    }
+    assert!(
+        value_becomes(&mut raw, &name, "1", Duration::from_secs(10)).await,
+        "count {:?}",
+        value(&mut raw, &name).await
+    );
+    let p = sem
+        .try_acquire(1)
+        .await
+        .unwrap()
+        .expect("the permit is there");
+    p.release().await.unwrap();
+    client.shutdown().await;
+}
