@@ -3,14 +3,16 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redisson_sync::{AnyLock, Client, LockOptions, Owner};
+use redisson_sync::{AnyLock, Client, Error, LockOptions, Owner, PermitId, Permits};
 use serde_json::{Value, json};
 
 use crate::bench;
 use crate::counter::Counter;
 use crate::holds::Holds;
 use crate::locks::any_lock;
-use crate::protocol::{Code, Failure, Kind, Op, Reply, Request, Response, Stress, now_ns};
+use crate::protocol::{
+    Code, Failure, Kind, Op, Primitive, Reply, Request, Response, Stress, now_ns,
+};
 
 /// First owner id of the `bench` tasks: far above the owners a driver numbers from 1.
 const BENCH_OWNER_BASE: u64 = 1 << 40;
@@ -113,6 +115,130 @@ impl Agent {
             }
             Op::Stress(stress) => self.stress(stress).await,
             Op::Bench(spec) => bench::run(self, spec).await,
+            Op::SemTrySet { name, permits } => {
+                let set = self.client.semaphore(name).try_set_permits(permits).await?;
+                Ok(vec![("set", set.into())])
+            }
+            Op::SemAcquire {
+                name,
+                permits,
+                wait,
+                ..
+            } => {
+                let semaphore = self.client.semaphore(name);
+                // The permits stay taken: the driver gives them back with `sem_release`.
+                let acquired = match wait {
+                    None => {
+                        semaphore.acquire(permits).await?.forget();
+                        true
+                    }
+                    Some(wait) if wait.is_zero() => semaphore
+                        .try_acquire(permits)
+                        .await?
+                        .map(Permits::forget)
+                        .is_some(),
+                    Some(wait) => semaphore
+                        .try_acquire_for(permits, wait)
+                        .await?
+                        .map(Permits::forget)
+                        .is_some(),
+                };
+                Ok(vec![("acquired", acquired.into())])
+            }
+            Op::SemRelease { name, permits } => {
+                self.client.semaphore(name).release(permits).await?;
+                Ok(vec![])
+            }
+            Op::SemAvailable { name } => {
+                let permits = self.client.semaphore(name).available_permits().await?;
+                Ok(vec![("permits", permits.into())])
+            }
+            Op::LatchTrySet { name, count } => {
+                let set = self
+                    .client
+                    .count_down_latch(name)
+                    .try_set_count(count)
+                    .await?;
+                Ok(vec![("set", set.into())])
+            }
+            Op::LatchCountDown { name } => {
+                self.client.count_down_latch(name).count_down().await?;
+                Ok(vec![])
+            }
+            Op::LatchAwait { name, wait, .. } => {
+                let latch = self.client.count_down_latch(name);
+                let opened = match wait {
+                    None => {
+                        latch.await_open().await?;
+                        true
+                    }
+                    Some(wait) => latch.await_for(wait).await?,
+                };
+                Ok(vec![("opened", opened.into())])
+            }
+            Op::LatchCount { name } => {
+                let count = self.client.count_down_latch(name).get_count().await?;
+                Ok(vec![("count", count.into())])
+            }
+            Op::PsemTrySet { name, permits } => {
+                let set = self
+                    .client
+                    .permit_expirable_semaphore(name)
+                    .try_set_permits(permits)
+                    .await?;
+                Ok(vec![("set", set.into())])
+            }
+            Op::PsemAcquire {
+                name,
+                permits,
+                wait,
+                lease,
+                ..
+            } => {
+                let semaphore = self.client.permit_expirable_semaphore(name);
+                let ids = match wait {
+                    None => Some(semaphore.acquire(permits, lease).await?),
+                    Some(wait) if wait.is_zero() => semaphore.try_acquire(permits, lease).await?,
+                    Some(wait) => semaphore.try_acquire_for(permits, wait, lease).await?,
+                };
+                Ok(match ids {
+                    Some(ids) => vec![
+                        ("acquired", true.into()),
+                        ("ids", ids.iter().map(PermitId::to_string).collect()),
+                    ],
+                    None => vec![("acquired", false.into())],
+                })
+            }
+            Op::PsemRelease { name, ids } => {
+                let semaphore = self.client.permit_expirable_semaphore(name);
+                // All or nothing: an unknown or expired id releases none and answers false.
+                let released = match semaphore.release(&ids).await {
+                    Ok(()) => true,
+                    Err(Error::PermitNotHeld { .. }) => false,
+                    Err(e) => return Err(e.into()),
+                };
+                Ok(vec![("released", released.into())])
+            }
+            Op::PsemAvailable { name } => {
+                let permits = self
+                    .client
+                    .permit_expirable_semaphore(name)
+                    .available_permits()
+                    .await?;
+                Ok(vec![("permits", permits.into())])
+            }
+            Op::PsemUpdateLease {
+                name,
+                permit,
+                lease,
+            } => {
+                let updated = self
+                    .client
+                    .permit_expirable_semaphore(name)
+                    .update_lease_time(&permit, lease)
+                    .await?;
+                Ok(vec![("updated", updated.into())])
+            }
         }
     }
 
@@ -142,25 +268,59 @@ impl Agent {
         }
     }
 
-    /// `iterations` critical sections incrementing the shared counter.
+    /// `iterations` critical sections: under a lock, incrementing the shared counter (reading
+    /// it, for `read`); under one permit of a semaphore, only the sleep.
     async fn stress(&self, spec: Stress) -> Result<Reply, Failure> {
-        let lock = self.lock(spec.kind, &spec.name)?;
-        let options = options(spec.owner, None);
         let mut intervals = Vec::new();
-        for _ in 0..spec.iterations {
-            let guard = lock.lock_with_options(&options).await?;
-            let acquired_ns = now_ns();
-            let section = if spec.kind == Kind::Read {
-                self.read(&spec.counter, spec.hold).await
-            } else {
-                self.increment(&spec.counter, spec.hold).await
-            };
-            let releasing_ns = now_ns();
-            let released = guard.unlock().await;
-            section?;
-            released?;
+        let record = |intervals: &mut Vec<Value>, acquired_ns: u64, releasing_ns: u64| {
             if spec.record {
                 intervals.push(json!([acquired_ns, releasing_ns]));
+            }
+        };
+        match spec.kind {
+            Primitive::Lock(kind) => {
+                let lock = self.lock(kind, &spec.name)?;
+                let counter = spec
+                    .counter
+                    .as_deref()
+                    .ok_or_else(|| Failure::bad_request("counter is missing"))?;
+                let options = options(spec.owner, None);
+                for _ in 0..spec.iterations {
+                    let guard = lock.lock_with_options(&options).await?;
+                    let acquired_ns = now_ns();
+                    let section = if kind == Kind::Read {
+                        self.read(counter, spec.hold).await
+                    } else {
+                        self.increment(counter, spec.hold).await
+                    };
+                    let releasing_ns = now_ns();
+                    let released = guard.unlock().await;
+                    section?;
+                    released?;
+                    record(&mut intervals, acquired_ns, releasing_ns);
+                }
+            }
+            Primitive::Semaphore => {
+                let semaphore = self.client.semaphore(&spec.name);
+                for _ in 0..spec.iterations {
+                    let permits = semaphore.acquire(1).await?;
+                    let acquired_ns = now_ns();
+                    sleep(spec.hold).await;
+                    let releasing_ns = now_ns();
+                    permits.release().await?;
+                    record(&mut intervals, acquired_ns, releasing_ns);
+                }
+            }
+            Primitive::Psem => {
+                let semaphore = self.client.permit_expirable_semaphore(&spec.name);
+                for _ in 0..spec.iterations {
+                    let ids = semaphore.acquire(1, None).await?;
+                    let acquired_ns = now_ns();
+                    sleep(spec.hold).await;
+                    let releasing_ns = now_ns();
+                    semaphore.release(&ids).await?;
+                    record(&mut intervals, acquired_ns, releasing_ns);
+                }
             }
         }
         let mut reply = vec![("done", spec.iterations.into())];
@@ -173,22 +333,25 @@ impl Agent {
     /// The critical section of `stress` under a read lock: GET, sleep.
     async fn read(&self, counter: &str, hold: Duration) -> Result<(), Failure> {
         self.counter.get(counter).await?;
-        if !hold.is_zero() {
-            tokio::time::sleep(hold).await;
-        }
+        sleep(hold).await;
         Ok(())
     }
 
     /// The critical section of `stress`: GET, sleep, SET value + 1.
     async fn increment(&self, counter: &str, hold: Duration) -> Result<(), Failure> {
         let value = self.counter.get(counter).await?;
-        if !hold.is_zero() {
-            tokio::time::sleep(hold).await;
-        }
+        sleep(hold).await;
         let next = value.checked_add(1).ok_or_else(|| {
             Failure::new(Code::Redis, format!("counter {counter:?} is at i64::MAX"))
         })?;
         self.counter.set(counter, next).await
+    }
+}
+
+/// Holds a critical section of `stress` for `hold` (no sleep at all for zero).
+async fn sleep(hold: Duration) {
+    if !hold.is_zero() {
+        tokio::time::sleep(hold).await;
     }
 }
 

@@ -1,35 +1,78 @@
 //! `bench`: concurrent acquire+release loops, each task its own owner.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use redisson_sync::LockOptions;
+use redisson_sync::{AnyLock, LockOptions, Semaphore};
 
 use tokio::task::JoinSet;
 
 use crate::agent::Agent;
-use crate::protocol::{Bench, Code, Failure, Reply};
+use crate::protocol::{Bench, Code, Failure, Primitive, Reply};
 
-/// Runs `spec.tasks` loops of `spec.iterations` lock/unlock pairs (watchdog lease) and reports
-/// the per-pair latencies. The first failure ends the bench (the other loops are dropped; the
-/// crate undoes what they were doing).
+/// What one task of a bench acquires and releases.
+enum Pair {
+    /// A lock, for the task's own owner (watchdog lease).
+    Lock(AnyLock, LockOptions),
+    /// One permit of a semaphore.
+    Semaphore(Semaphore),
+}
+
+impl Pair {
+    async fn run(&self) -> redisson_sync::Result<()> {
+        match self {
+            Self::Lock(lock, options) => lock.lock_with_options(options).await?.unlock().await,
+            Self::Semaphore(semaphore) => semaphore.acquire(1).await?.release().await,
+        }
+    }
+}
+
+/// Runs `spec.tasks` loops of `spec.iterations` acquire/release pairs and reports the per-pair
+/// latencies: lock/unlock (watchdog lease), or for `semaphore` acquire(1)/release of a
+/// semaphore whose permits were set to 1 before the loops (when it did not exist). The key is
+/// `name` when `same_key`, else `name:<task>`. The first failure ends the bench (the other
+/// loops are dropped; the crate undoes what they were doing).
 pub async fn run(agent: &Agent, spec: Bench) -> Result<Reply, Failure> {
-    let started = Instant::now();
-    let mut loops = JoinSet::new();
-    for task in 0..spec.tasks {
-        let name = if spec.same_key {
+    let key = |task: u64| {
+        if spec.same_key {
             spec.name.clone()
         } else {
             format!("{}:{task}", spec.name)
-        };
-        let lock = agent.lock(spec.kind, name)?;
-        let options = LockOptions::new().owner(agent.bench_owner());
+        }
+    };
+    let pairs: Vec<Pair> = match spec.kind {
+        Primitive::Lock(kind) => (0..spec.tasks)
+            .map(|task| {
+                let options = LockOptions::new().owner(agent.bench_owner());
+                Ok(Pair::Lock(agent.lock(kind, key(task))?, options))
+            })
+            .collect::<Result<_, Failure>>()?,
+        Primitive::Semaphore => {
+            let keys: BTreeSet<String> = (0..spec.tasks).map(key).collect();
+            for key in keys {
+                agent.client.semaphore(key).try_set_permits(1).await?;
+            }
+            (0..spec.tasks)
+                .map(|task| Pair::Semaphore(agent.client.semaphore(key(task))))
+                .collect()
+        }
+        Primitive::Psem => {
+            return Err(Failure::new(
+                Code::Unsupported,
+                "kind \"psem\" is not supported for op bench",
+            ));
+        }
+    };
+    let started = Instant::now();
+    let mut loops = JoinSet::new();
+    for pair in pairs {
         let iterations = spec.iterations;
         loops.spawn(async move {
             let mut latencies = Vec::new();
             for _ in 0..iterations {
-                let pair = Instant::now();
-                lock.lock_with_options(&options).await?.unlock().await?;
-                latencies.push(pair.elapsed());
+                let started = Instant::now();
+                pair.run().await?;
+                latencies.push(started.elapsed());
             }
             Ok::<_, redisson_sync::Error>(latencies)
         });

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::Duration;
 
+use redisson_sync::PermitId;
 use serde_json::{Map, Value};
 
 /// The lock kinds of the protocol that this crate has; the others (`fenced`, `spin`,
@@ -28,6 +29,12 @@ impl Kind {
             "fair" => Self::Fair,
             "read" => Self::Read,
             "write" => Self::Write,
+            "semaphore" | "psem" => {
+                return Err(Failure::new(
+                    Code::Unsupported,
+                    format!("kind {kind:?} is only for stress and bench, not for lock ops"),
+                ));
+            }
             _ => {
                 return Err(Failure::new(
                     Code::Unsupported,
@@ -35,6 +42,31 @@ impl Kind {
                 ));
             }
         })
+    }
+}
+
+/// What `stress` and `bench` run on: a lock kind, or one of the semaphores (protocol
+/// extension: `semaphore` for both ops, `psem` for `stress` only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Primitive {
+    Lock(Kind),
+    /// `semaphore`: a `Semaphore` named `name`, one permit per iteration.
+    Semaphore,
+    /// `psem`: a `PermitExpirableSemaphore` named `name`, one permit (no lease) per iteration.
+    Psem,
+}
+
+impl Primitive {
+    fn parse(kind: &str, op: &str) -> Result<Self, Failure> {
+        match (kind, op) {
+            ("semaphore", "stress" | "bench") => Ok(Self::Semaphore),
+            ("psem", "stress") => Ok(Self::Psem),
+            ("semaphore" | "psem", _) => Err(Failure::new(
+                Code::Unsupported,
+                format!("kind {kind:?} is not supported for op {op}"),
+            )),
+            _ => Kind::parse(kind).map(Self::Lock),
+        }
     }
 }
 
@@ -91,22 +123,84 @@ pub enum Op {
     },
     Stress(Stress),
     Bench(Bench),
+    SemTrySet {
+        name: String,
+        permits: i32,
+    },
+    SemAcquire {
+        name: String,
+        owner: u64,
+        permits: u32,
+        /// `None`: wait as long as it takes.
+        wait: Option<Duration>,
+    },
+    SemRelease {
+        name: String,
+        permits: u32,
+    },
+    SemAvailable {
+        name: String,
+    },
+    LatchTrySet {
+        name: String,
+        count: u64,
+    },
+    LatchCountDown {
+        name: String,
+    },
+    LatchAwait {
+        name: String,
+        owner: u64,
+        /// `None`: wait as long as it takes.
+        wait: Option<Duration>,
+    },
+    LatchCount {
+        name: String,
+    },
+    PsemTrySet {
+        name: String,
+        permits: i32,
+    },
+    PsemAcquire {
+        name: String,
+        owner: u64,
+        permits: u32,
+        /// `None`: wait as long as it takes.
+        wait: Option<Duration>,
+        /// `None`: no lease, the permits are held until released.
+        lease: Option<Duration>,
+    },
+    PsemRelease {
+        name: String,
+        ids: Vec<PermitId>,
+    },
+    PsemAvailable {
+        name: String,
+    },
+    PsemUpdateLease {
+        name: String,
+        permit: PermitId,
+        /// `None`: no lease.
+        lease: Option<Duration>,
+    },
 }
 
 #[derive(Debug)]
 pub struct Stress {
-    pub kind: Kind,
+    pub kind: Primitive,
     pub name: String,
     pub owner: u64,
     pub iterations: u64,
-    pub counter: String,
+    /// Required for the lock kinds; optional and never touched for the semaphores.
+    pub counter: Option<String>,
     pub hold: Duration,
     pub record: bool,
 }
 
 #[derive(Debug)]
 pub struct Bench {
-    pub kind: Kind,
+    /// A lock kind or `Semaphore` (never `Psem`: answered `unsupported` when parsed).
+    pub kind: Primitive,
     pub name: String,
     pub tasks: u64,
     pub iterations: u64,
@@ -121,17 +215,30 @@ impl Op {
             | Self::TryLock { owner, .. }
             | Self::Unlock { owner, .. }
             | Self::IsHeld { owner, .. }
-            | Self::HoldCount { owner, .. } => Some(*owner),
+            | Self::HoldCount { owner, .. }
+            | Self::SemAcquire { owner, .. }
+            | Self::LatchAwait { owner, .. }
+            | Self::PsemAcquire { owner, .. } => Some(*owner),
             Self::Stress(stress) => Some(stress.owner),
             Self::Ping
             | Self::ForceUnlock { .. }
             | Self::IsLocked { .. }
             | Self::RemainingTtl { .. }
-            | Self::Bench(_) => None,
+            | Self::Bench(_)
+            | Self::SemTrySet { .. }
+            | Self::SemRelease { .. }
+            | Self::SemAvailable { .. }
+            | Self::LatchTrySet { .. }
+            | Self::LatchCountDown { .. }
+            | Self::LatchCount { .. }
+            | Self::PsemTrySet { .. }
+            | Self::PsemRelease { .. }
+            | Self::PsemAvailable { .. }
+            | Self::PsemUpdateLease { .. } => None,
         }
     }
 
-    /// Lock operations carry `start_ns` and `end_ns` in their responses.
+    /// Lock, semaphore and latch operations carry `start_ns` and `end_ns` in their responses.
     pub fn is_timed(&self) -> bool {
         !matches!(self, Self::Ping | Self::Bench(_))
     }
@@ -194,7 +301,8 @@ pub fn parse(line: &str) -> Result<Request, Rejected> {
     }
 }
 
-/// The lock operations: every response to them carries `start_ns` and `end_ns`.
+/// The lock, semaphore and latch operations: every response to them carries `start_ns` and
+/// `end_ns`.
 const TIMED_OPS: &[&str] = &[
     "lock",
     "try_lock",
@@ -205,18 +313,142 @@ const TIMED_OPS: &[&str] = &[
     "hold_count",
     "remaining_ttl",
     "stress",
+    "sem_try_set",
+    "sem_acquire",
+    "sem_release",
+    "sem_available",
+    "latch_try_set",
+    "latch_count_down",
+    "latch_await",
+    "latch_count",
+    "psem_try_set",
+    "psem_acquire",
+    "psem_release",
+    "psem_available",
+    "psem_update_lease",
+];
+
+/// The operations that take a lock `kind` (only those: `stress` and `bench` parse theirs on
+/// their own, as they also take the semaphores).
+const LOCK_OPS: &[&str] = &[
+    "lock",
+    "try_lock",
+    "unlock",
+    "force_unlock",
+    "is_locked",
+    "is_held",
+    "hold_count",
+    "remaining_ttl",
 ];
 
 fn parse_op(op: &str, f: &Fields<'_>) -> Result<Op, Failure> {
     if op == "ping" {
         return Ok(Op::Ping);
     }
-    if !TIMED_OPS.contains(&op) && op != "bench" {
-        return Err(Failure::new(
-            Code::Unsupported,
-            format!("op {op:?} is not supported by this agent"),
-        ));
+    if LOCK_OPS.contains(&op) {
+        return parse_lock_op(op, f);
     }
+    Ok(match op {
+        "stress" => {
+            let kind = Primitive::parse(&f.string("kind")?, op)?;
+            Op::Stress(Stress {
+                kind,
+                name: f.string("name")?,
+                owner: f.owner()?,
+                iterations: f.count("iterations", 0)?,
+                counter: match kind {
+                    Primitive::Lock(_) => Some(f.string("counter")?),
+                    // Accepted, never touched: several permit holders may be inside at once.
+                    Primitive::Semaphore | Primitive::Psem => f.optional_string("counter")?,
+                },
+                hold: Duration::from_micros(
+                    f.optional_int("hold_us")?
+                        .unwrap_or(0)
+                        .max(0)
+                        .unsigned_abs(),
+                ),
+                record: f.optional_bool("record")?.unwrap_or(false),
+            })
+        }
+        "bench" => Op::Bench(Bench {
+            kind: Primitive::parse(&f.string("kind")?, op)?,
+            name: f.string("name")?,
+            tasks: f.count("tasks", 1)?,
+            iterations: f.count("iterations", 0)?,
+            same_key: f.optional_bool("same_key")?.unwrap_or(false),
+        }),
+        "sem_try_set" => Op::SemTrySet {
+            name: f.string("name")?,
+            permits: f.int32("permits")?,
+        },
+        "sem_acquire" => Op::SemAcquire {
+            name: f.string("name")?,
+            owner: f.owner()?,
+            permits: f.permits(0)?,
+            wait: f.wait()?,
+        },
+        "sem_release" => Op::SemRelease {
+            name: f.string("name")?,
+            permits: f.permits(0)?,
+        },
+        "sem_available" => Op::SemAvailable {
+            name: f.string("name")?,
+        },
+        "latch_try_set" => Op::LatchTrySet {
+            name: f.string("name")?,
+            count: f.latch_count()?,
+        },
+        "latch_count_down" => Op::LatchCountDown {
+            name: f.string("name")?,
+        },
+        "latch_await" => Op::LatchAwait {
+            name: f.string("name")?,
+            owner: f.owner()?,
+            wait: f.wait()?,
+        },
+        "latch_count" => Op::LatchCount {
+            name: f.string("name")?,
+        },
+        "psem_try_set" => Op::PsemTrySet {
+            name: f.string("name")?,
+            permits: f.int32("permits")?,
+        },
+        "psem_acquire" => Op::PsemAcquire {
+            name: f.string("name")?,
+            owner: f.owner()?,
+            permits: if f.get("permits").is_some() {
+                f.permits(1)?
+            } else {
+                1
+            },
+            wait: f.wait()?,
+            lease: f.lease()?,
+        },
+        "psem_release" => Op::PsemRelease {
+            name: f.string("name")?,
+            ids: f.permit_ids()?,
+        },
+        "psem_available" => Op::PsemAvailable {
+            name: f.string("name")?,
+        },
+        // The protocol's table calls the permit field `id`, which is the request id of every
+        // request: the permit id travels as `permit_id` (as in the Java agent).
+        "psem_update_lease" => Op::PsemUpdateLease {
+            name: f.string("name")?,
+            permit: f.permit_id("permit_id")?,
+            lease: lease(f.int("lease_ms")?),
+        },
+        _ => {
+            return Err(Failure::new(
+                Code::Unsupported,
+                format!("op {op:?} is not supported by this agent"),
+            ));
+        }
+    })
+}
+
+/// The lock operations, on a lock `kind`.
+fn parse_lock_op(op: &str, f: &Fields<'_>) -> Result<Op, Failure> {
     let kind = Kind::parse(&f.string("kind")?)?;
     let name = f.string("name")?;
     Ok(match op {
@@ -256,29 +488,13 @@ fn parse_op(op: &str, f: &Fields<'_>) -> Result<Op, Failure> {
             name,
             owner: f.owner()?,
         },
-        "remaining_ttl" => Op::RemainingTtl { kind, name },
-        "stress" => Op::Stress(Stress {
-            kind,
-            name,
-            owner: f.owner()?,
-            iterations: f.count("iterations", 0)?,
-            counter: f.string("counter")?,
-            hold: Duration::from_micros(
-                f.optional_int("hold_us")?
-                    .unwrap_or(0)
-                    .max(0)
-                    .unsigned_abs(),
-            ),
-            record: f.optional_bool("record")?.unwrap_or(false),
-        }),
-        _ => Op::Bench(Bench {
-            kind,
-            name,
-            tasks: f.count("tasks", 1)?,
-            iterations: f.count("iterations", 0)?,
-            same_key: f.optional_bool("same_key")?.unwrap_or(false),
-        }),
+        _ => Op::RemainingTtl { kind, name },
     })
+}
+
+/// A lease in ms: <= 0 means none (the watchdog for locks, no expiry for permits).
+fn lease(ms: i64) -> Option<Duration> {
+    (ms > 0).then(|| Duration::from_millis(ms.unsigned_abs()))
 }
 
 /// Typed access to the fields of a request; every failure is a `bad_request`.
@@ -297,6 +513,76 @@ impl Fields<'_> {
                 "{key} must be a non-empty string"
             ))),
             None => Err(Failure::bad_request(format!("{key} is missing"))),
+        }
+    }
+
+    fn optional_string(&self, key: &str) -> Result<Option<String>, Failure> {
+        self.get(key).map(|_| self.string(key)).transpose()
+    }
+
+    /// A required integer.
+    fn int(&self, key: &str) -> Result<i64, Failure> {
+        self.optional_int(key)?
+            .ok_or_else(|| Failure::bad_request(format!("{key} is missing")))
+    }
+
+    /// A required integer that fits Java's `int` (Redisson's permit counts).
+    fn int32(&self, key: &str) -> Result<i32, Failure> {
+        let n = self.int(key)?;
+        i32::try_from(n)
+            .map_err(|_| Failure::bad_request(format!("{key} is out of range (Java's int): {n}")))
+    }
+
+    /// `permits`: a required count of at least `min` (0 or 1) that fits Java's `int`.
+    fn permits(&self, min: i32) -> Result<u32, Failure> {
+        let n = self.int32("permits")?;
+        if n < 0 {
+            // Redisson's IllegalArgumentException.
+            return Err(Failure::bad_request(format!(
+                "Permits amount can't be negative, got {n}"
+            )));
+        }
+        if n < min {
+            return Err(Failure::bad_request(format!(
+                "permits must be at least {min}, got {n}"
+            )));
+        }
+        Ok(n.unsigned_abs())
+    }
+
+    /// `count` of `latch_try_set`: negative counts are refused here; 0 goes to the crate,
+    /// which refuses it (`InvalidArgument`: `bad_request`).
+    fn latch_count(&self) -> Result<u64, Failure> {
+        let n = self.int("count")?;
+        u64::try_from(n)
+            .map_err(|_| Failure::bad_request(format!("count must be at least 1, got {n}")))
+    }
+
+    /// `wait_ms`: absent or null means wait as long as it takes; negative counts as 0.
+    fn wait(&self) -> Result<Option<Duration>, Failure> {
+        Ok(self
+            .optional_int("wait_ms")?
+            .map(|ms| Duration::from_millis(ms.max(0).unsigned_abs())))
+    }
+
+    /// A permit id of a permit-expirable semaphore: a string of 32 hex digits.
+    fn permit_id(&self, key: &str) -> Result<PermitId, Failure> {
+        match self.get(key) {
+            Some(v) => parse_permit_id(key, v),
+            None => Err(Failure::bad_request(format!("{key} is missing"))),
+        }
+    }
+
+    /// `ids`: a non-empty list of permit ids.
+    fn permit_ids(&self) -> Result<Vec<PermitId>, Failure> {
+        match self.get("ids") {
+            Some(Value::Array(ids)) if !ids.is_empty() => {
+                ids.iter().map(|v| parse_permit_id("ids", v)).collect()
+            }
+            Some(v) => Err(Failure::bad_request(format!(
+                "ids must be a non-empty list of permit ids, got {v}"
+            ))),
+            None => Err(Failure::bad_request("ids is missing")),
         }
     }
 
@@ -335,12 +621,21 @@ impl Fields<'_> {
         self.count("owner", 1)
     }
 
-    /// `lease_ms`: absent or <= 0 means the watchdog lease.
+    /// `lease_ms`: absent or <= 0 means no lease given (locks: the watchdog lease; permits:
+    /// no expiry).
     fn lease(&self) -> Result<Option<Duration>, Failure> {
-        Ok(self
-            .optional_int("lease_ms")?
-            .filter(|&ms| ms > 0)
-            .map(|ms| Duration::from_millis(ms.unsigned_abs())))
+        Ok(self.optional_int("lease_ms")?.and_then(lease))
+    }
+}
+
+fn parse_permit_id(key: &str, value: &Value) -> Result<PermitId, Failure> {
+    match value {
+        Value::String(s) => {
+            PermitId::parse(s).map_err(|e| Failure::bad_request(format!("{key}: {e}")))
+        }
+        other => Err(Failure::bad_request(format!(
+            "{key} must hold permit ids (strings of 32 hex digits), got {other}"
+        ))),
     }
 }
 
@@ -391,6 +686,7 @@ impl From<redisson_sync::Error> for Failure {
         use redisson_sync::Error;
         let code = match &e {
             e if e.is_not_held() => Code::NotHeld,
+            Error::PermitNotHeld { .. } => Code::NotHeld,
             e if e.is_timeout() => Code::Timeout,
             Error::InvalidArgument(_) => Code::BadRequest,
             // Redis, WrongType, Shutdown, UnexpectedReply, and kinds added later.
@@ -561,9 +857,257 @@ mod tests {
         assert_eq!(r.failure.code, Code::Unsupported);
         assert!(r.failure.message.contains("fenced"));
         assert!(r.timed);
-        let r = rejected(r#"{"id":1,"op":"sem_available","name":"a"}"#);
+        let r = rejected(r#"{"id":1,"op":"sem_drain","name":"a"}"#);
         assert_eq!(r.failure.code, Code::Unsupported);
         assert!(!r.timed);
+        assert!(matches!(
+            parse(r#"{"id":1,"op":"sem_available","name":"a"}"#).unwrap().op,
+            Op::SemAvailable { name } if name == "a"
+        ));
+    }
+
+    #[test]
+    fn semaphore_kinds_are_for_stress_and_bench_only() {
+        for kind in ["semaphore", "psem"] {
+            let r = rejected(&format!(
+                r#"{{"id":1,"op":"lock","kind":"{kind}","name":"a","owner":1}}"#
+            ));
+            assert_eq!(r.failure.code, Code::Unsupported, "{kind}");
+            assert!(r.timed);
+            let r = rejected(&format!(
+                r#"{{"id":1,"op":"is_locked","kind":"{kind}","name":"a"}}"#
+            ));
+            assert_eq!(r.failure.code, Code::Unsupported, "{kind}");
+        }
+        // stress: the counter is optional for the semaphores, required for the locks.
+        for (kind, parsed) in [
+            ("semaphore", Primitive::Semaphore),
+            ("psem", Primitive::Psem),
+        ] {
+            let line = format!(
+                r#"{{"id":1,"op":"stress","kind":"{kind}","name":"a","owner":1,"iterations":3}}"#
+            );
+            match parse(&line).unwrap().op {
+                Op::Stress(s) => assert_eq!((s.kind, s.counter, s.owner), (parsed, None, 1)),
+                other => panic!("{other:?}"),
+            }
+        }
+        let r =
+            rejected(r#"{"id":1,"op":"stress","kind":"lock","name":"a","owner":1,"iterations":3}"#);
+        assert_eq!(r.failure.code, Code::BadRequest);
+        match parse(
+            r#"{"id":1,"op":"bench","kind":"semaphore","name":"a","tasks":2,"iterations":3}"#,
+        )
+        .unwrap()
+        .op
+        {
+            Op::Bench(b) => assert_eq!(b.kind, Primitive::Semaphore),
+            other => panic!("{other:?}"),
+        }
+        let r =
+            rejected(r#"{"id":1,"op":"bench","kind":"psem","name":"a","tasks":2,"iterations":3}"#);
+        assert_eq!(r.failure.code, Code::Unsupported);
+        assert!(!r.timed);
+    }
+
+    #[test]
+    fn semaphore_and_latch_ops_parse() {
+        let op = |line: &str| parse(line).unwrap().op;
+        match op(r#"{"id":1,"op":"sem_acquire","name":"s","owner":2,"permits":3}"#) {
+            Op::SemAcquire {
+                name,
+                owner,
+                permits,
+                wait,
+            } => assert_eq!((name.as_str(), owner, permits, wait), ("s", 2, 3, None)),
+            other => panic!("{other:?}"),
+        }
+        for (wait, parsed) in [
+            ("null", None),
+            ("0", Some(0)),
+            ("-5", Some(0)),
+            ("250", Some(250)),
+        ] {
+            let line = format!(
+                r#"{{"id":1,"op":"sem_acquire","name":"s","owner":2,"permits":0,"wait_ms":{wait}}}"#
+            );
+            match op(&line) {
+                Op::SemAcquire { wait, permits, .. } => {
+                    assert_eq!((wait, permits), (parsed.map(Duration::from_millis), 0));
+                }
+                other => panic!("{other:?}"),
+            }
+            let line =
+                format!(r#"{{"id":1,"op":"latch_await","name":"l","owner":2,"wait_ms":{wait}}}"#);
+            match op(&line) {
+                Op::LatchAwait { wait, owner, .. } => {
+                    assert_eq!((wait, owner), (parsed.map(Duration::from_millis), 2));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(matches!(
+            op(r#"{"id":1,"op":"sem_try_set","name":"s","permits":-4}"#),
+            Op::SemTrySet { permits: -4, .. }
+        ));
+        assert!(matches!(
+            op(r#"{"id":1,"op":"sem_release","name":"s","permits":2}"#),
+            Op::SemRelease { permits: 2, .. }
+        ));
+        assert!(matches!(
+            op(r#"{"id":1,"op":"latch_try_set","name":"l","count":0}"#),
+            Op::LatchTrySet { count: 0, .. }
+        ));
+        assert!(matches!(
+            op(r#"{"id":1,"op":"latch_count_down","name":"l"}"#),
+            Op::LatchCountDown { .. }
+        ));
+        assert!(matches!(
+            op(r#"{"id":1,"op":"latch_count","name":"l"}"#),
+            Op::LatchCount { .. }
+        ));
+        for line in [
+            r#"{"id":1,"op":"sem_acquire","name":"s","owner":2,"permits":3}"#,
+            r#"{"id":1,"op":"latch_await","name":"l","owner":2}"#,
+            r#"{"id":1,"op":"psem_acquire","name":"p","owner":2}"#,
+        ] {
+            let op = op(line);
+            assert_eq!(op.owner(), Some(2), "{line}");
+            assert!(op.is_timed());
+        }
+        for line in [
+            r#"{"id":1,"op":"sem_release","name":"s","permits":3}"#,
+            r#"{"id":1,"op":"latch_count_down","name":"l"}"#,
+            r#"{"id":1,"op":"psem_available","name":"p"}"#,
+        ] {
+            let op = op(line);
+            assert_eq!(op.owner(), None, "{line}");
+            assert!(op.is_timed());
+        }
+    }
+
+    #[test]
+    fn bad_semaphore_and_latch_requests_are_timed_bad_requests() {
+        for line in [
+            r#"{"id":5,"op":"sem_acquire","name":"s","owner":1,"permits":-1}"#,
+            r#"{"id":5,"op":"sem_acquire","name":"s","owner":1}"#,
+            r#"{"id":5,"op":"sem_acquire","name":"s","permits":1}"#,
+            r#"{"id":5,"op":"sem_acquire","name":"s","owner":1,"permits":2147483648}"#,
+            r#"{"id":5,"op":"sem_release","name":"s","permits":-2}"#,
+            r#"{"id":5,"op":"sem_try_set","name":"s","permits":2147483648}"#,
+            r#"{"id":5,"op":"sem_try_set","name":"s","permits":-2147483649}"#,
+            r#"{"id":5,"op":"sem_try_set","name":"s","permits":1.5}"#,
+            r#"{"id":5,"op":"sem_available"}"#,
+            r#"{"id":5,"op":"latch_try_set","name":"l","count":-1}"#,
+            r#"{"id":5,"op":"latch_try_set","name":"l"}"#,
+            r#"{"id":5,"op":"latch_await","name":"l","owner":1,"wait_ms":"1"}"#,
+            r#"{"id":5,"op":"psem_try_set","name":"p","permits":4294967297}"#,
+            r#"{"id":5,"op":"psem_acquire","name":"p","owner":1,"permits":0}"#,
+            r#"{"id":5,"op":"psem_acquire","name":"p","owner":1,"permits":-3}"#,
+            r#"{"id":5,"op":"psem_release","name":"p","ids":[]}"#,
+            r#"{"id":5,"op":"psem_release","name":"p"}"#,
+            r#"{"id":5,"op":"psem_release","name":"p","ids":"0123456789abcdef0123456789abcdef"}"#,
+            r#"{"id":5,"op":"psem_release","name":"p","ids":["0123456789abcdef0123456789abcde"]}"#,
+            r#"{"id":5,"op":"psem_release","name":"p","ids":["0123456789abcdef0123456789abcdeg"]}"#,
+            r#"{"id":5,"op":"psem_release","name":"p","ids":["0123456789abcdef0123456789abcdef",7]}"#,
+            r#"{"id":5,"op":"psem_update_lease","name":"p","lease_ms":100}"#,
+            r#"{"id":5,"op":"psem_update_lease","name":"p","permit_id":"xyz","lease_ms":100}"#,
+            r#"{"id":5,"op":"psem_update_lease","name":"p","permit_id":"0123456789abcdef0123456789abcdef"}"#,
+        ] {
+            let r = rejected(line);
+            assert_eq!(
+                (r.id, r.failure.code),
+                (5.into(), Code::BadRequest),
+                "{line}"
+            );
+            assert!(r.timed, "{line}");
+        }
+        let r = rejected(r#"{"id":5,"op":"sem_acquire","name":"s","owner":1,"permits":-1}"#);
+        assert!(
+            r.failure.message.contains("can't be negative"),
+            "{}",
+            r.failure.message
+        );
+    }
+
+    #[test]
+    fn permit_expirable_semaphore_ops_parse() {
+        let op = |line: &str| parse(line).unwrap().op;
+        match op(r#"{"id":1,"op":"psem_acquire","name":"p","owner":4}"#) {
+            Op::PsemAcquire {
+                permits,
+                wait,
+                lease,
+                ..
+            } => assert_eq!((permits, wait, lease), (1, None, None)),
+            other => panic!("{other:?}"),
+        }
+        match op(
+            r#"{"id":1,"op":"psem_acquire","name":"p","owner":4,"permits":3,"wait_ms":0,"lease_ms":1500}"#,
+        ) {
+            Op::PsemAcquire {
+                permits,
+                wait,
+                lease,
+                ..
+            } => assert_eq!(
+                (permits, wait, lease),
+                (3, Some(Duration::ZERO), Some(Duration::from_millis(1500)))
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            op(r#"{"id":1,"op":"psem_acquire","name":"p","owner":4,"permits":null,"lease_ms":-1}"#),
+            Op::PsemAcquire {
+                permits: 1,
+                lease: None,
+                ..
+            }
+        ));
+        let upper = "0123456789ABCDEF0123456789ABCDEF";
+        let lower = "0123456789abcdef0123456789abcdef";
+        match op(&format!(
+            r#"{{"id":1,"op":"psem_release","name":"p","ids":["{upper}","{lower}"]}}"#
+        )) {
+            Op::PsemRelease { ids, .. } => {
+                assert_eq!(ids.len(), 2);
+                assert_eq!(ids[0], ids[1]);
+                assert_eq!(ids[0].to_string(), lower);
+            }
+            other => panic!("{other:?}"),
+        }
+        // The permit id travels as `permit_id`: `id` is the request id.
+        for (lease, parsed) in [("0", None), ("-7", None), ("2500", Some(2500))] {
+            let line = format!(
+                r#"{{"id":9,"op":"psem_update_lease","name":"p","permit_id":"{lower}","lease_ms":{lease}}}"#
+            );
+            let request = parse(&line).unwrap();
+            assert_eq!(request.id, 9);
+            match request.op {
+                Op::PsemUpdateLease { permit, lease, .. } => {
+                    assert_eq!(permit.to_string(), lower);
+                    assert_eq!(lease, parsed.map(Duration::from_millis));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(matches!(
+            op(r#"{"id":1,"op":"psem_try_set","name":"p","permits":2}"#),
+            Op::PsemTrySet { permits: 2, .. }
+        ));
+    }
+
+    #[test]
+    fn permit_not_held_is_not_held() {
+        let failure = Failure::from(redisson_sync::Error::PermitNotHeld {
+            name: "p".into(),
+            ids: vec!["00".repeat(16)],
+        });
+        assert_eq!(failure.code, Code::NotHeld);
+        let failure = Failure::from(redisson_sync::Error::InvalidArgument("x".into()));
+        assert_eq!(failure.code, Code::BadRequest);
+        let failure = Failure::from(redisson_sync::Error::WrongType { key: "k".into() });
+        assert_eq!(failure.code, Code::Redis);
     }
 
     #[test]
