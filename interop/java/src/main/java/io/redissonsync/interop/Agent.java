@@ -7,9 +7,13 @@ import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.IdentityHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
@@ -31,8 +35,11 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import org.redisson.Redisson;
 import org.redisson.api.RBucket;
+import org.redisson.api.RCountDownLatch;
 import org.redisson.api.RLock;
+import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RReadWriteLock;
+import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.RedisException;
 import org.redisson.client.RedisTimeoutException;
@@ -42,20 +49,42 @@ import org.redisson.client.codec.StringCodec;
  * Java (Redisson) conformance agent: JSON lines on stdin, one response per request on stdout.
  * The contract is CONFORMANCE_PROTOCOL.md. Each protocol owner N runs on its own dedicated
  * thread, so Redisson's thread id (the part after the client id in the lock hash field)
- * identifies the owner; requests without an owner run on a cached pool. Kinds: lock (RLock),
- * fair (RFairLock), read and write (the halves of RReadWriteLock); the others are unsupported.
+ * identifies the owner; requests without an owner run on a cached pool.
+ *
+ * <p>Supported: every op of the protocol's table. Lock ops (lock, try_lock, unlock,
+ * force_unlock, is_locked, is_held, hold_count, remaining_ttl) for the kinds lock (RLock), fair
+ * (RFairLock), read and write (the halves of RReadWriteLock); the other lock kinds are
+ * unsupported. RSemaphore (sem_try_set, sem_acquire, sem_release, sem_available),
+ * RCountDownLatch (latch_try_set, latch_count_down, latch_await, latch_count) and
+ * RPermitExpirableSemaphore (psem_try_set, psem_acquire, psem_release, psem_available,
+ * psem_update_lease). stress for the four lock kinds plus semaphore (RSemaphore) and psem
+ * (RPermitExpirableSemaphore), which acquire and release one permit per iteration and leave the
+ * counter alone; bench for the four lock kinds plus semaphore (trySetPermits(1) on every key
+ * first, then acquire() + release() per pair).
  */
 public final class Agent {
     /** Ops that get start_ns/end_ns on every response. */
     private static final Set<String> TIMED_OPS = Set.of("lock", "try_lock", "unlock", "force_unlock",
-            "is_locked", "is_held", "hold_count", "remaining_ttl", "stress");
+            "is_locked", "is_held", "hold_count", "remaining_ttl", "stress",
+            "sem_try_set", "sem_acquire", "sem_release", "sem_available",
+            "latch_try_set", "latch_count_down", "latch_await", "latch_count",
+            "psem_try_set", "psem_acquire", "psem_release", "psem_available", "psem_update_lease");
     /** Ops that run on the queue of their owner. */
     private static final Set<String> OWNER_OPS = Set.of("lock", "try_lock", "unlock", "is_held",
-            "hold_count", "stress");
+            "hold_count", "stress", "sem_acquire", "latch_await", "psem_acquire");
     private static final Set<String> OWNERLESS_OPS = Set.of("force_unlock", "is_locked", "remaining_ttl",
-            "bench");
+            "bench", "sem_try_set", "sem_release", "sem_available", "latch_try_set", "latch_count_down",
+            "latch_count", "psem_try_set", "psem_release", "psem_available", "psem_update_lease");
+    /** Ops that take a `kind`. */
+    private static final Set<String> KIND_OPS = Set.of("lock", "try_lock", "unlock", "force_unlock",
+            "is_locked", "is_held", "hold_count", "remaining_ttl", "stress", "bench");
     /** Lock kinds this agent has: RLock, RFairLock and the two halves of RReadWriteLock. */
     private static final Set<String> KINDS = Set.of("lock", "fair", "read", "write");
+    /** Semaphore kinds: RSemaphore and RPermitExpirableSemaphore; for stress (both) and bench (semaphore). */
+    private static final String SEMAPHORE = "semaphore";
+    private static final String PSEM = "psem";
+    /** A permit id of RPermitExpirableSemaphore: 16 bytes in hex. */
+    private static final Pattern PERMIT_ID = Pattern.compile("[0-9a-fA-F]{32}");
     private static final Pattern ID_IN_GARBAGE = Pattern.compile("\"id\"\\s*:\\s*(-?\\d{1,18})(?![\\d.eE])");
 
     /** How long, after end of input, requests still running may take before the client is shut. */
@@ -181,10 +210,7 @@ public final class Agent {
             return;
         }
         if (!TIMED_OPS.contains(op) && !op.equals("bench")) {
-            String what = op.startsWith("sem_") || op.startsWith("latch_")
-                    ? "op " + op + " is not supported by the java agent yet"
-                    : "unknown op " + op;
-            emit(error(id, "unsupported", what));
+            emit(error(id, "unsupported", "unknown op " + op));
             return;
         }
 
@@ -237,7 +263,9 @@ public final class Agent {
         if (r.op.equals("bench")) {
             return bench(r);
         }
-        RLock lock = locks.computeIfAbsent(new LockKey(r.kind, r.name), this::cachedLock);
+        RLock lock = r.kind != null && KINDS.contains(r.kind)
+                ? locks.computeIfAbsent(new LockKey(r.kind, r.name), this::cachedLock)
+                : null;
         ObjectNode resp = ok(r.id);
         long start = System.nanoTime();
         try {
@@ -279,7 +307,72 @@ public final class Agent {
                     resp.put("ttl_ms", lock.remainTimeToLive());
                     break;
                 case "stress":
-                    stress(r, lock, resp);
+                    if (lock != null) {
+                        stress(r, lock, resp);
+                    } else {
+                        stressSemaphore(r, resp);
+                    }
+                    break;
+                case "sem_try_set":
+                    resp.put("set", redisson.getSemaphore(r.name).trySetPermits(r.permits));
+                    break;
+                case "sem_acquire": {
+                    RSemaphore sem = redisson.getSemaphore(r.name);
+                    if (!r.hasWait) {
+                        sem.acquire(r.permits);
+                        resp.put("acquired", true);
+                    } else if (r.waitMs == 0) {
+                        resp.put("acquired", sem.tryAcquire(r.permits));
+                    } else {
+                        resp.put("acquired", sem.tryAcquire(r.permits, Duration.ofMillis(r.waitMs)));
+                    }
+                    break;
+                }
+                case "sem_release":
+                    redisson.getSemaphore(r.name).release(r.permits);
+                    break;
+                case "sem_available":
+                    resp.put("permits", redisson.getSemaphore(r.name).availablePermits());
+                    break;
+                case "latch_try_set":
+                    resp.put("set", redisson.getCountDownLatch(r.name).trySetCount(r.count));
+                    break;
+                case "latch_count_down":
+                    redisson.getCountDownLatch(r.name).countDown();
+                    break;
+                case "latch_await": {
+                    RCountDownLatch latch = redisson.getCountDownLatch(r.name);
+                    if (!r.hasWait) {
+                        latch.await();
+                        resp.put("opened", true);
+                    } else {
+                        resp.put("opened", latch.await(r.waitMs, TimeUnit.MILLISECONDS));
+                    }
+                    break;
+                }
+                case "latch_count":
+                    resp.put("count", redisson.getCountDownLatch(r.name).getCount());
+                    break;
+                case "psem_try_set":
+                    resp.put("set", redisson.getPermitExpirableSemaphore(r.name).trySetPermits(r.permits));
+                    break;
+                case "psem_acquire":
+                    psemAcquire(r, resp);
+                    break;
+                case "psem_release": {
+                    // tryRelease(List) (3.52 and 4.x alike) answers how many ids it released: all of
+                    // them, or 0 without releasing any when one is unknown or expired.
+                    int released = redisson.getPermitExpirableSemaphore(r.name).tryRelease(r.permitIds);
+                    resp.put("released", released == r.permitIds.size());
+                    break;
+                }
+                case "psem_available":
+                    resp.put("permits", redisson.getPermitExpirableSemaphore(r.name).availablePermits());
+                    break;
+                case "psem_update_lease":
+                    // Redisson's leaseTime -1 means "no expiry" (calcTimeout).
+                    resp.put("updated", redisson.getPermitExpirableSemaphore(r.name)
+                            .updateLeaseTime(r.permitId, r.leaseMs > 0 ? r.leaseMs : -1, TimeUnit.MILLISECONDS));
                     break;
                 default:
                     throw new OpError("unsupported", "unknown op " + r.op);
@@ -329,6 +422,31 @@ public final class Agent {
     private record LockKey(String kind, String name) {
     }
 
+    /**
+     * psem_acquire: the multi-permit API, present in 3.52 and 4.x alike. Redisson's leaseTime -1
+     * means "no lease" (calcTimeout maps it to its non-expirable timeout); an empty list means not
+     * acquired.
+     */
+    private void psemAcquire(Request r, ObjectNode resp) throws InterruptedException {
+        RPermitExpirableSemaphore sem = redisson.getPermitExpirableSemaphore(r.name);
+        List<String> ids;
+        if (!r.hasWait) {
+            ids = r.leaseMs > 0
+                    ? sem.acquire(r.permits, r.leaseMs, TimeUnit.MILLISECONDS)
+                    : sem.acquire(r.permits);
+        } else {
+            ids = sem.tryAcquire(r.permits, r.waitMs, r.leaseMs > 0 ? r.leaseMs : -1, TimeUnit.MILLISECONDS);
+        }
+        boolean acquired = ids != null && !ids.isEmpty();
+        resp.put("acquired", acquired);
+        if (acquired) {
+            ArrayNode list = resp.putArray("ids");
+            for (String id : ids) {
+                list.add(id);
+            }
+        }
+    }
+
     private void stress(Request r, RLock lock, ObjectNode resp) throws OpError {
         RBucket<String> counter = redisson.getBucket(r.counter, StringCodec.INSTANCE);
         // Readers only look at the counter: several may hold the lock at once.
@@ -374,6 +492,49 @@ public final class Agent {
         }
     }
 
+    /**
+     * stress for kind semaphore (RSemaphore) or psem (RPermitExpirableSemaphore): one permit per
+     * iteration, acquired blocking (psem: no lease), held hold_us, released. The counter is not
+     * touched: with more than one permit several holders may be inside at once.
+     */
+    private void stressSemaphore(Request r, ObjectNode resp) throws InterruptedException {
+        RSemaphore sem = r.kind.equals(SEMAPHORE) ? redisson.getSemaphore(r.name) : null;
+        RPermitExpirableSemaphore psem = r.kind.equals(PSEM) ? redisson.getPermitExpirableSemaphore(r.name) : null;
+        ArrayNode intervals = r.record ? resp.arrayNode() : null;
+        long done = 0;
+        for (long i = 0; i < r.iterations; i++) {
+            String permitId = null;
+            if (sem != null) {
+                sem.acquire();
+            } else {
+                permitId = psem.acquire();
+            }
+            long acquired = System.nanoTime();
+            if (r.holdUs > 0) {
+                sleepMicros(r.holdUs);
+            }
+            long releasing = System.nanoTime();
+            if (sem != null) {
+                sem.release();
+            } else {
+                psem.release(permitId);
+            }
+            done++;
+            if (intervals != null) {
+                intervals.addArray().add(acquired).add(releasing);
+            }
+        }
+        resp.put("done", done);
+        if (intervals != null) {
+            resp.set("intervals", intervals);
+        }
+    }
+
+    /** One acquire+release pair of a bench task. */
+    private interface Pair {
+        void run() throws Exception;
+    }
+
     private ObjectNode bench(Request r) {
         int tasks = (int) r.tasks;
         int iterations = (int) r.iterations;
@@ -382,10 +543,39 @@ public final class Agent {
         CountDownLatch ready = new CountDownLatch(tasks);
         CountDownLatch go = new CountDownLatch(1);
         AtomicReference<Throwable> failure = new AtomicReference<>();
+        Pair[] pairs = new Pair[tasks];
+        if (r.kind.equals(SEMAPHORE)) {
+            // One key per task loop (or the shared one), each with one permit, set before the loops.
+            Set<String> keys = new LinkedHashSet<>();
+            for (int t = 0; t < tasks; t++) {
+                String key = r.sameKey ? r.name : r.name + ":" + t;
+                keys.add(key);
+                RSemaphore sem = redisson.getSemaphore(key);
+                pairs[t] = () -> {
+                    sem.acquire();
+                    sem.release();
+                };
+            }
+            try {
+                for (String key : keys) {
+                    redisson.getSemaphore(key).trySetPermits(1);
+                }
+            } catch (RuntimeException e) {
+                return classify(r, e);
+            }
+        } else {
+            for (int t = 0; t < tasks; t++) {
+                RLock lock = newLock(r.kind, r.sameKey ? r.name : r.name + ":" + t);
+                pairs[t] = () -> {
+                    lock.lock();
+                    lock.unlock();
+                };
+            }
+        }
         Thread[] threads = new Thread[tasks];
         for (int t = 0; t < tasks; t++) {
             final int task = t;
-            RLock lock = newLock(r.kind, r.sameKey ? r.name : r.name + ":" + t);
+            Pair pair = pairs[t];
             // A fresh platform thread per task: each task is its own lock owner.
             threads[t] = new Thread(() -> {
                 ready.countDown();
@@ -393,8 +583,7 @@ public final class Agent {
                     go.await();
                     for (int i = 0; i < iterations && failure.get() == null; i++) {
                         long s = System.nanoTime();
-                        lock.lock();
-                        lock.unlock();
+                        pair.run();
                         latencies[task][i] = System.nanoTime() - s;
                         completed[task] = i + 1;
                     }
@@ -482,6 +671,10 @@ public final class Agent {
             if (c instanceof IllegalMonitorStateException) {
                 String who = r.owner > 0 ? "owner " + r.owner : "this agent";
                 return error(r.id, "not_held", r.name + " is not held by " + who + ": " + c.getMessage());
+            }
+            if (c instanceof IllegalArgumentException) {
+                // Redisson's argument checks, e.g. "Permits amount can't be negative".
+                return error(r.id, "bad_request", describe(c));
             }
         }
         for (Throwable c : chain) {
@@ -606,6 +799,12 @@ public final class Agent {
         long holdUs;
         boolean record;
         boolean sameKey;
+        /** wait_ms was given (sem_acquire, latch_await, psem_acquire: absent means wait forever). */
+        boolean hasWait;
+        int permits;
+        long count;
+        String permitId;
+        List<String> permitIds;
 
         private Request(long id, String op) {
             this.id = id;
@@ -614,14 +813,20 @@ public final class Agent {
 
         static Request parse(long id, String op, JsonNode req) throws OpError {
             Request r = new Request(id, op);
-            JsonNode kind = req.get("kind");
-            if (kind == null || !kind.isTextual()) {
-                throw new OpError("bad_request", op + " needs a string \"kind\"");
+            if (KIND_OPS.contains(op)) {
+                JsonNode kind = req.get("kind");
+                if (kind == null || !kind.isTextual()) {
+                    throw new OpError("bad_request", op + " needs a string \"kind\"");
+                }
+                String k = kind.asText();
+                boolean semaphoreKind = (op.equals("stress") && (k.equals(SEMAPHORE) || k.equals(PSEM)))
+                        || (op.equals("bench") && k.equals(SEMAPHORE));
+                if (!KINDS.contains(k) && !semaphoreKind) {
+                    throw new OpError("unsupported", "kind " + k + " is not supported by the java agent"
+                            + (k.equals(SEMAPHORE) || k.equals(PSEM) ? " for op " + op : ""));
+                }
+                r.kind = k;
             }
-            if (!KINDS.contains(kind.asText())) {
-                throw new OpError("unsupported", "kind " + kind.asText() + " is not supported by the java agent");
-            }
-            r.kind = kind.asText();
             r.name = string(req, "name");
             if (OWNER_OPS.contains(op)) {
                 r.owner = integer(req, "owner", null);
@@ -642,7 +847,12 @@ public final class Agent {
                     if (r.iterations < 0) {
                         throw new OpError("bad_request", "\"iterations\" must be >= 0, got " + r.iterations);
                     }
-                    r.counter = string(req, "counter");
+                    if (KINDS.contains(r.kind)) {
+                        r.counter = string(req, "counter");
+                    } else if (req.hasNonNull("counter")) {
+                        // Accepted, not touched: several semaphore holders may be inside at once.
+                        r.counter = string(req, "counter");
+                    }
                     r.holdUs = Math.max(0, integer(req, "hold_us", 0L));
                     r.record = bool(req, "record", false);
                     break;
@@ -662,10 +872,80 @@ public final class Agent {
                     }
                     r.sameKey = bool(req, "same_key", false);
                     break;
+                case "sem_try_set":
+                case "psem_try_set":
+                    r.permits = int32(req, "permits", null);
+                    break;
+                case "sem_acquire":
+                    // A negative count is Redisson's to refuse (IllegalArgumentException: bad_request).
+                    r.permits = int32(req, "permits", null);
+                    r.waitMs = waitMs(r, req);
+                    break;
+                case "sem_release":
+                    r.permits = int32(req, "permits", null);
+                    break;
+                case "latch_try_set":
+                    r.count = integer(req, "count", null);
+                    break;
+                case "latch_await":
+                    r.waitMs = waitMs(r, req);
+                    break;
+                case "psem_acquire":
+                    r.permits = int32(req, "permits", 1L);
+                    if (r.permits < 1) {
+                        // Redisson refuses a negative count; 0 would make acquire() spin and an
+                        // empty id list ambiguous.
+                        throw new OpError("bad_request", "\"permits\" must be >= 1, got " + r.permits);
+                    }
+                    r.waitMs = waitMs(r, req);
+                    r.leaseMs = integer(req, "lease_ms", 0L);
+                    break;
+                case "psem_release": {
+                    JsonNode ids = req.get("ids");
+                    if (ids == null || !ids.isArray() || ids.isEmpty()) {
+                        throw new OpError("bad_request", "\"ids\" must be a non-empty list of permit ids");
+                    }
+                    r.permitIds = new ArrayList<>(ids.size());
+                    for (JsonNode n : ids) {
+                        r.permitIds.add(permitId(n, "ids"));
+                    }
+                    break;
+                }
+                case "psem_update_lease":
+                    // The protocol's table calls this field `id`, which every request already uses
+                    // for its integer request id; the permit id travels as `permit_id`.
+                    r.permitId = permitId(req.get("permit_id"), "permit_id");
+                    r.leaseMs = integer(req, "lease_ms", null);
+                    break;
                 default:
                     break;
             }
             return r;
+        }
+
+        /** Optional wait_ms: absent or null means wait forever (hasWait false); negative is 0. */
+        private static long waitMs(Request r, JsonNode req) throws OpError {
+            JsonNode n = req.get("wait_ms");
+            r.hasWait = n != null && !n.isNull();
+            return r.hasWait ? Math.max(0, integer(req, "wait_ms", null)) : 0;
+        }
+
+        /** A permit id of RPermitExpirableSemaphore: a string of 32 hex digits. */
+        private static String permitId(JsonNode n, String field) throws OpError {
+            if (n == null || !n.isTextual() || !PERMIT_ID.matcher(n.asText()).matches()) {
+                throw new OpError("bad_request", "\"" + field + "\" must hold permit ids of 32 hex digits, got "
+                        + (n == null ? "nothing" : n.toString()));
+            }
+            return n.asText();
+        }
+
+        /** An integer field that must fit a Java int (Redisson's permit counts). */
+        private static int int32(JsonNode req, String field, Long dflt) throws OpError {
+            long v = integer(req, field, dflt);
+            if (v < Integer.MIN_VALUE || v > Integer.MAX_VALUE) {
+                throw new OpError("bad_request", "\"" + field + "\" is out of range: " + v);
+            }
+            return (int) v;
         }
 
         private static String string(JsonNode req, String field) throws OpError {
