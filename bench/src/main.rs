@@ -90,13 +90,14 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
         ..Report::default()
     };
     step("warm-up", || scenarios::warm_up(env)).map_err(|e| format!("warm-up: {e}"))?;
-    let plan: [(&str, Step); 6] = [
+    let plan: [(&str, Step); 7] = [
         ("S1", scenarios::s1),
         ("S2", scenarios::s2),
         ("S3", |e, r, _| scenarios::s3(e, r)),
         ("S4", |e, r, _| scenarios::s4(e, r)),
         ("S5", |e, r, _| scenarios::s5(e, r)),
         ("S6", |e, r, _| scenarios::s6(e, r)),
+        ("S8", |e, r, _| scenarios::s8(e, r)),
     ];
     for (id, f) in plan {
         if !env.options.runs(id) {
@@ -500,4 +501,7 @@ commands. In this process: one `redisson_sync::Client`, the holder an explicit o
 each agent: N owners blocked in `lock` (Rust: a Tokio task each; Java: a platform thread each, as \
 Redisson's blocking `lock()` needs).
 - **S7** commands per operation: see above; uncontended from S2, contended from S3, fair handoff from S5.
+- **S8** semaphore: `bench` of kind `semaphore` (acquire 1 permit + release): uncontended with the \
+S2 8-task size, each task on a semaphore of its own set to 1 permit; contended with the S3 size, all \
+tasks on one semaphore of 1 permit (`RSemaphore` in Redisson, `Semaphore` here).
 ";

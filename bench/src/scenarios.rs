@@ -651,3 +651,43 @@ pub fn s6(env: &Env, report: &mut Report) -> Result<()> {
     report.row("S6", &idle, "commands/s", Better::Lower);
     Ok(())
 }
+
+/// S8: semaphore acquire+release pairs (Redisson's `RSemaphore` and this crate's `Semaphore`,
+/// through the agents' `bench` of kind `semaphore`): uncontended, each task on a semaphore of
+/// its own with 1 permit; contended, all tasks on one semaphore of 1 permit.
+pub fn s8(env: &Env, report: &mut Report) -> Result<()> {
+    let s = &env.sizes;
+    let (tasks, iterations) = s.s2[0];
+    let uncontended = format!("semaphore pairs/s, {tasks} tasks on distinct semaphores");
+    let p50 = format!("semaphore pair p50, {tasks} tasks on distinct semaphores");
+    let p99 = format!("semaphore pair p99, {tasks} tasks on distinct semaphores");
+    let contended = format!(
+        "semaphore pairs/s, {} tasks on one semaphore of 1 permit",
+        s.s3_tasks
+    );
+    for rep in 0..env.options.reps {
+        for imp in IMPLS {
+            let agent = &env.agents(imp)[0];
+            let name = env.name("s8");
+            let run = drive::bench(agent, "semaphore", &name, tasks, iterations, false)?;
+            report.sample("S8", &uncontended, who(imp), rep, run.rate());
+            report.sample("S8", &p50, who(imp), rep, run.p50_us);
+            report.sample("S8", &p99, who(imp), rep, run.p99_us);
+            let name = env.name("s8");
+            let run = drive::bench(
+                agent,
+                "semaphore",
+                &name,
+                s.s3_tasks,
+                s.s3_bench_iterations,
+                true,
+            )?;
+            report.sample("S8", &contended, who(imp), rep, run.rate());
+        }
+    }
+    report.row("S8", &uncontended, "pairs/s", Better::Higher);
+    report.row("S8", &p50, "µs", Better::Lower);
+    report.row("S8", &p99, "µs", Better::Lower);
+    report.row("S8", &contended, "pairs/s", Better::Higher);
+    Ok(())
+}
