@@ -615,3 +615,38 @@ async fn out_of_range_arguments_are_refused_before_anything_is_sent() {
     assert_eq!(dbsize(&mut raw).await, before);
     c.shutdown().await;
 }
+
+/// Parked waiters cost Redis one re-check per interval per channel (the re-checker's), not
+/// one per waiter: five waiters parked for 1.5 s with a 300 ms re-check make at most about
+/// five attempts in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_waiters_recheck_once_per_interval_per_channel() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let c = client_with(&server, Duration::from_secs(30), ms(300));
+    let name = unique_name("sem");
+    let sem = c.semaphore(&name);
+    sem.try_set_permits(0).await.unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..5 {
+        let sem = sem.clone();
+        waiters.push(tokio::spawn(async move {
+            sem.acquire(1).await.unwrap().forget();
+        }));
+    }
+    wait_numsub(&mut raw, &channel(&name), 1).await;
+    tokio::time::sleep(ms(500)).await;
+    let before = command_stats(&mut raw, "evalsha").await.calls;
+    tokio::time::sleep(ms(1_500)).await;
+    let attempts = command_stats(&mut raw, "evalsha").await.calls - before;
+    assert!(
+        (2..=7).contains(&attempts),
+        "{attempts} attempts in 1.5 s by 5 parked waiters (re-check 300 ms)"
+    );
+    sem.release(5).await.unwrap();
+    for w in waiters {
+        tokio::time::timeout(POLL_LIMIT, w).await.unwrap().unwrap();
+    }
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
+    c.shutdown().await;
+}

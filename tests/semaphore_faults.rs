@@ -205,7 +205,9 @@ async fn waiters_are_served_by_the_recheck_when_messages_are_lost() {
         .unwrap();
 
     let sem = waiting.semaphore(&sem_name);
-    let permit = tokio::spawn(async move { sem.acquire(1).await.unwrap().forget() });
+    let permit = tokio::spawn(async move {
+        sem.acquire(1).await.unwrap().forget();
+    });
     let latch = waiting.count_down_latch(&latch_name);
     let opened = tokio::spawn(async move { latch.await_open().await.unwrap() });
     wait_numsub(&mut raw, &format!("redisson_sc:{{{sem_name}}}"), 1).await;

@@ -40,6 +40,10 @@ pub(crate) use detach::{BoxFuture, Detachable};
 /// call gives up on it (its grant, if any, is then undone).
 pub(crate) const ATTEMPT_GRACE: Duration = Duration::from_millis(100);
 
+/// A waiter that is not its channel's re-checker and has no hint re-checks on its own after
+/// this many re-check intervals (the re-checker role covers lost messages well before).
+const PARKED_BACKSTOP: u32 = 30;
+
 /// The shortest sleep between two attempts of a waiter.
 const MIN_SLEEP: Duration = Duration::from_millis(1);
 
@@ -360,16 +364,18 @@ impl<A: Acquire> Waiter<A> {
                 Attempted::GaveUp => return Ok(None),
                 Attempted::Busy(hint) => {
                     transient.reset();
-                    // Until a message wakes it: the hint (the lock's TTL), like a Redisson
-                    // waiter; the channel's re-checker re-checks every `recheck_interval` too,
-                    // in case a message was lost.
+                    // Until a message wakes it: the hint (the lock's TTL, a permit's lease
+                    // end), like a Redisson waiter; the channel's re-checker re-checks every
+                    // `recheck_interval` too, in case a message was lost. Without a hint (a
+                    // semaphore's permits, a latch, a lock without TTL) the others sleep until
+                    // a message or the re-checker role comes to them, with a long backstop.
                     let now = Instant::now();
+                    let rechecker = subscription.claim_recheck();
                     match hint.map(|h| h.max(MIN_SLEEP)) {
-                        Some(h) if subscription.claim_recheck() => {
-                            now + h.min(config.recheck_interval)
-                        }
+                        Some(h) if rechecker => now + h.min(config.recheck_interval),
                         Some(h) => now + h,
-                        None => now + config.recheck_interval,
+                        None if rechecker => now + config.recheck_interval,
+                        None => now + config.recheck_interval * PARKED_BACKSTOP,
                     }
                 }
                 // Not applied after all: try again at once.
