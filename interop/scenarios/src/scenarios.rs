@@ -47,6 +47,11 @@ mod fair;
 #[path = "rwlock.rs"]
 mod rwlock;
 
+// The semaphore, permit-expirable semaphore and count-down latch scenarios: a child module, so
+// it shares the helpers and macros above.
+#[path = "semaphore.rs"]
+mod semaphore;
+
 type Run = fn(&Ctx, Impl, Impl) -> Result<String, String>;
 
 pub struct Scenario {
@@ -178,6 +183,36 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: false,
         run: rwlock::mixed_stress,
+    },
+    Scenario {
+        name: "semaphore wake-up",
+        smoke: true,
+        directed: true,
+        run: semaphore::sem_wake_up,
+    },
+    Scenario {
+        name: "semaphore stress",
+        smoke: false,
+        directed: false,
+        run: semaphore::sem_stress,
+    },
+    Scenario {
+        name: "psem killed holder",
+        smoke: true,
+        directed: true,
+        run: semaphore::psem_killed_holder,
+    },
+    Scenario {
+        name: "psem ids cross sides",
+        smoke: false,
+        directed: true,
+        run: semaphore::psem_ids_cross,
+    },
+    Scenario {
+        name: "latch wake-up",
+        smoke: true,
+        directed: true,
+        run: semaphore::latch_wake_up,
     },
 ];
 
@@ -465,8 +500,15 @@ fn protocol_of(ctx: &Ctx, agent: &Agent) -> Result<(), String> {
             json!({"op": "lock", "kind": "fenced", "name": name, "owner": owner}),
             "unsupported",
         ),
-        (json!({"op": "sem_available", "name": name}), "unsupported"),
-        (json!({"op": "latch_count", "name": name}), "unsupported"),
+        (
+            json!({"op": "sem_acquire", "name": name, "owner": 0, "permits": 1}),
+            "bad_request",
+        ),
+        (
+            json!({"op": "psem_update_lease", "name": name, "permit_id": "xyz",
+                   "lease_ms": 1_000}),
+            "bad_request",
+        ),
         (
             json!({"op": "lock", "kind": "lock", "owner": owner}),
             "bad_request",
