@@ -45,6 +45,15 @@ pub enum Error {
         /// The owner's reader field (`<client id>:<owner id>`).
         holder: String,
     },
+    /// The owner already holds this non-reentrant lock and asked for it again (Redisson's
+    /// `IllegalMonitorStateException` from `NonReentrantLock` and `NonReentrantFairLock`).
+    /// Returned at once, never a deadlock; the hold the owner has is left as it was.
+    NotReentrant {
+        /// The lock name.
+        name: String,
+        /// The holder field (or token) of the owner.
+        holder: String,
+    },
     /// The name holds a Redis key of another type than the primitive uses (a lock is a hash,
     /// a semaphore or latch a string, a permit-expirable semaphore's permits a sorted set).
     /// Nothing was changed.
@@ -180,6 +189,11 @@ impl fmt::Display for Error {
                 f,
                 "key {key:?} holds a Redis value of another type than this primitive uses; \
                  nothing was changed"
+            ),
+            Self::NotReentrant { name, holder } => write!(
+                f,
+                "{holder} already holds the non-reentrant lock {name:?} and asked for it again; \
+                 release it first"
             ),
             Self::PermitNotHeld { name, ids } => write!(
                 f,
