@@ -10,7 +10,9 @@ use tokio::runtime::Handle;
 use crate::config::Config;
 use crate::error::{BuildError, Result};
 use crate::latch::CountDownLatch;
-use crate::lock::{FairLock, Lock, RwLock};
+use crate::lock::{
+    FairLock, FencedLock, Lock, NonReentrantFairLock, NonReentrantLock, RwLock, SpinLock,
+};
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 use crate::shared::Shared;
 use crate::tasks::Tasks;
@@ -98,6 +100,30 @@ impl Client {
     /// [`write_lock`](RwLock::write_lock) halves. Creating the handle does no I/O.
     pub fn rw_lock(&self, name: impl Into<String>) -> RwLock {
         RwLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A fenced lock named `name` (Redisson's `getFencedLock(name)`): a reentrant lock whose
+    /// every acquisition gets a fencing token. Creating the handle does no I/O.
+    pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
+        FencedLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A spin lock named `name` (Redisson's `getSpinLock(name)`): waiters poll with back-off
+    /// instead of subscribing. Creating the handle does no I/O.
+    pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
+        SpinLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A non-reentrant lock named `name` (Redisson 4.4's `getNonReentrantLock(name)`).
+    /// Creating the handle does no I/O.
+    pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
+        NonReentrantLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A non-reentrant fair lock named `name` (Redisson 4.4's
+    /// `getNonReentrantFairLock(name)`). Creating the handle does no I/O.
+    pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> NonReentrantFairLock {
+        NonReentrantFairLock::new(self.shared.clone(), name.into())
     }
 
     /// A counting semaphore named `name` (the Redis key, used as given; Redisson's

@@ -37,6 +37,12 @@ pub(crate) fn lock_channel(name: &str) -> String {
     prefix_name("redisson_lock__channel", name)
 }
 
+/// The fenced lock's token counter, a string without TTL: `redisson_lock_token:{N}`
+/// (`RedissonFencedLock`, docs/LAYOUT.md §6.2).
+pub(crate) fn fenced_token(name: &str) -> String {
+    prefix_name("redisson_lock_token", name)
+}
+
 /// The fair lock's waiter queue, a list of holder fields: `redisson_lock_queue:{N}`.
 pub(crate) fn fair_queue(name: &str) -> String {
     prefix_name("redisson_lock_queue", name)
@@ -184,6 +190,12 @@ mod tests {
             fair_waiter_channel("{a}b", "u:7"),
             "redisson_lock__channel:{a}b:u:7"
         );
+    }
+
+    #[test]
+    fn fenced_token_follows_section_6_2() {
+        assert_eq!(fenced_token("myLock"), "redisson_lock_token:{myLock}");
+        assert_eq!(fenced_token("{a}:l"), "redisson_lock_token:{a}:l");
     }
 
     #[test]

@@ -34,7 +34,10 @@ pub use client::{Client, ClientBuilder};
 pub use config::Config;
 pub use error::{BuildError, Error, Result};
 pub use latch::CountDownLatch;
-pub use lock::{AnyLock, FairLock, Lock, LockGuard, ReadLock, RwLock, WriteLock};
+pub use lock::{
+    AnyLock, FairLock, FencedLock, Lock, LockGuard, NonReentrantFairLock, NonReentrantLock,
+    ReadLock, RwLock, SpinBackoff, SpinLock, WriteLock,
+};
 pub use options::{LockOptions, Ttl};
 pub use owner::Owner;
 pub use redis;

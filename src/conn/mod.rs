@@ -146,6 +146,12 @@ impl<'a> Call<'a> {
         )
     }
 
+    /// A plain command that writes `key`: never sent twice (see
+    /// [`idempotent`](Self::idempotent)).
+    pub(crate) fn write_command(op: &'static str, key: &'a str, cmd: &'a Cmd) -> Self {
+        Self::new(op, key, Access::Write, Resend::Never, Body::Command(cmd))
+    }
+
     /// A call with the command timeout, whose delivery is not tracked.
     fn new(op: &'static str, key: &'a str, access: Access, resend: Resend, body: Body<'a>) -> Self {
         Self {

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use super::{FairLock, Lock, LockCore, LockGuard, ReadLock, WriteLock};
+use super::{
+    FairLock, FencedLock, Lock, LockCore, LockGuard, NonReentrantFairLock, NonReentrantLock,
+    ReadLock, SpinLock, WriteLock,
+};
 use crate::error::Result;
 use crate::options::{LockOptions, Ttl};
 use crate::owner::Owner;
@@ -46,6 +49,16 @@ pub enum AnyLock {
     Read(ReadLock),
     /// The write half of a read-write lock.
     Write(WriteLock),
+    /// A fenced lock ([`Client::fenced_lock`](crate::Client::fenced_lock)); its guards carry
+    /// tokens.
+    Fenced(FencedLock),
+    /// A spin lock ([`Client::spin_lock`](crate::Client::spin_lock)).
+    Spin(SpinLock),
+    /// A non-reentrant lock ([`Client::non_reentrant_lock`](crate::Client::non_reentrant_lock)).
+    NonReentrant(NonReentrantLock),
+    /// A non-reentrant fair lock
+    /// ([`Client::non_reentrant_fair_lock`](crate::Client::non_reentrant_fair_lock)).
+    NonReentrantFair(NonReentrantFairLock),
 }
 
 impl From<Lock> for AnyLock {
@@ -72,13 +85,41 @@ impl From<WriteLock> for AnyLock {
     }
 }
 
+impl From<FencedLock> for AnyLock {
+    fn from(lock: FencedLock) -> Self {
+        Self::Fenced(lock)
+    }
+}
+
+impl From<SpinLock> for AnyLock {
+    fn from(lock: SpinLock) -> Self {
+        Self::Spin(lock)
+    }
+}
+
+impl From<NonReentrantLock> for AnyLock {
+    fn from(lock: NonReentrantLock) -> Self {
+        Self::NonReentrant(lock)
+    }
+}
+
+impl From<NonReentrantFairLock> for AnyLock {
+    fn from(lock: NonReentrantFairLock) -> Self {
+        Self::NonReentrantFair(lock)
+    }
+}
+
 impl AnyLock {
-    fn core(&self) -> &LockCore {
+    pub(crate) fn core(&self) -> &LockCore {
         match self {
             Self::Lock(l) => &l.core,
             Self::Fair(l) => &l.core,
             Self::Read(l) => &l.core,
             Self::Write(l) => &l.core,
+            Self::Fenced(l) => &l.core,
+            Self::Spin(l) => &l.core,
+            Self::NonReentrant(l) => &l.core,
+            Self::NonReentrantFair(l) => &l.core,
         }
     }
 

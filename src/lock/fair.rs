@@ -156,15 +156,20 @@ lock_api!(
 
 impl FairLock {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
-        let kind = Fair {
-            channel: layout::lock_channel(&name).into(),
-            queue: layout::fair_queue(&name).into(),
-            timeouts: layout::fair_timeouts(&name).into(),
-        };
+        let kind = fair_kind(&name);
         Self {
-            core: LockCore::new(shared, Arc::new(kind), name.into()),
+            core: LockCore::new(shared, kind, name.into()),
         }
     }
+}
+
+/// The fair lock's kind for `name` (also under the non-reentrant fair lock).
+pub(super) fn fair_kind(name: &str) -> Arc<dyn LockKind> {
+    Arc::new(Fair {
+        channel: layout::lock_channel(name).into(),
+        queue: layout::fair_queue(name).into(),
+        timeouts: layout::fair_timeouts(name).into(),
+    })
 }
 
 /// The fair lock's scripts (`lua/fair/`).

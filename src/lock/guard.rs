@@ -24,6 +24,8 @@ pub(crate) struct Held {
     lease: Arc<Lease>,
     /// The renewal kind registered with the watchdog, if the watchdog renews the hold.
     renewal: Option<&'static str>,
+    /// The fencing token of the grant (the fenced lock).
+    token: Option<u64>,
 }
 
 impl Held {
@@ -34,6 +36,7 @@ impl Held {
         owner: Owner,
         lease_time: Option<Duration>,
         sent: Instant,
+        token: Option<u64>,
     ) -> Self {
         let (lease, renewal) = match lease_time {
             Some(lease) => (Lease::new(sent, lease), None),
@@ -52,7 +55,12 @@ impl Held {
             lease_time,
             lease,
             renewal,
+            token,
         }
+    }
+
+    pub(crate) fn token(&self) -> Option<u64> {
+        self.token
     }
 
     pub(crate) fn lease(&self) -> &Arc<Lease> {
@@ -239,6 +247,14 @@ impl LockGuard {
     /// The owner holding the lock through this guard.
     pub fn owner(&self) -> Owner {
         self.held.owner()
+    }
+
+    /// The fencing token of this hold: for a [`FencedLock`](crate::FencedLock), the value
+    /// of its counter that this acquisition made (every acquisition, re-entries included,
+    /// gets a higher one); `None` for the other kinds. Pass it to the protected resource,
+    /// which refuses writes with a token lower than one it has seen.
+    pub fn token(&self) -> Option<u64> {
+        self.held.token()
     }
 
     /// The explicit lease, or `None` when the watchdog renews the lock.

@@ -113,10 +113,11 @@ pub(crate) struct PendingAcquire {
 }
 
 impl LockAcquire {
-    /// The guard of a hold granted by a request sent at `sent`; ends `op`.
-    fn grant(&self, op: Op, sent: Instant) -> Held {
+    /// The guard of a hold granted by a request sent at `sent` (with its fencing token, for
+    /// the fenced lock); ends `op`.
+    fn grant(&self, op: Op, sent: Instant, token: Option<u64>) -> Held {
         let tainted = op.tainted();
-        let held = Held::granted(&self.spec, self.owner, self.explicit_lease, sent);
+        let held = Held::granted(&self.spec, self.owner, self.explicit_lease, sent, token);
         op.granted(held.lease());
         if tainted {
             // The count it was granted on cannot be trusted: do not vouch for it.
@@ -127,8 +128,8 @@ impl LockAcquire {
 
     /// The guard of a grant, unless it arrived too late to be used (its lease is spent or
     /// about to be): then it is given back and `None` returned.
-    async fn grant_in_time(&self, op: Op, sent: Instant) -> Option<Held> {
-        let held = self.grant(op, sent);
+    async fn grant_in_time(&self, op: Op, sent: Instant, token: Option<u64>) -> Option<Held> {
+        let held = self.grant(op, sent, token);
         if Instant::now() < held.lease().deadline() {
             return Some(held);
         }
@@ -159,6 +160,13 @@ impl Acquire for LockAcquire {
                 .enter(&spec.name, &spec.field, Some(limit))
                 .await;
             for _ in 0..MAX_CORRECTIONS {
+                if !spec.kind.reentrant() && op.held() > 0 {
+                    op.unchanged();
+                    return Step::Failed(Error::NotReentrant {
+                        name: spec.name.to_string(),
+                        holder: spec.field.to_string(),
+                    });
+                }
                 let request = AcquireRequest {
                     hold: spec,
                     wait,
@@ -167,9 +175,14 @@ impl Acquire for LockAcquire {
                     sent: Delivery::default(),
                 };
                 let sent = Instant::now();
-                match spec.kind.acquire(&request).await {
-                    Ok(AcquireReply::Acquired) => {
-                        return match self.grant_in_time(op, sent).await {
+                let reply = spec.kind.acquire(&request).await;
+                let token = match reply {
+                    Ok(AcquireReply::Fenced(token)) => Some(token),
+                    _ => None,
+                };
+                match reply {
+                    Ok(AcquireReply::Acquired | AcquireReply::Fenced(_)) => {
+                        return match self.grant_in_time(op, sent, token).await {
                             Some(held) => Step::Granted(held),
                             // Busy, so the caller tries again within its wait.
                             None => Step::Busy(Some(Duration::ZERO)),
@@ -208,7 +221,16 @@ impl Acquire for LockAcquire {
             let count = self.spec.cut_off_and_count(&delivery).await?;
             if count == op.held() + 1 {
                 // The request ran: it granted exactly on top of the holds the client counts.
-                return Ok(self.grant_in_time(op, sent).await);
+                let token = match self.spec.kind.granted_token(&self.spec).await {
+                    Ok(token) => token,
+                    Err(e) => {
+                        // The hold is there, but its token cannot be read: give it back.
+                        let held = self.grant(op, sent, None);
+                        held.discard().await;
+                        return Err(e);
+                    }
+                };
+                return Ok(self.grant_in_time(op, sent, token).await);
             }
             // It did not run, and cannot any more.
             op.correct(count);

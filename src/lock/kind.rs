@@ -43,6 +43,8 @@ pub(crate) enum AcquireReply {
     Held(i64),
     /// Not granted: the holder field has this many holds, not the expected count.
     Count(u32),
+    /// Granted, with this fencing token (the fenced lock).
+    Fenced(u64),
 }
 
 /// One release request.
@@ -101,6 +103,20 @@ pub(crate) trait LockKind: fmt::Debug + Send + Sync + 'static {
 
     /// How the watchdog renews a hold of this kind.
     fn renewal(&self) -> Arc<dyn Renewal>;
+
+    /// `false` for the non-reentrant locks: an owner that holds the lock and asks for it again
+    /// gets `Error::NotReentrant` at once, before anything is sent (its acquire always expects
+    /// 0 holds, so Redis never re-enters it either).
+    fn reentrant(&self) -> bool {
+        true
+    }
+
+    /// The fencing token of a grant found by resolving an acquire of unknown outcome (the
+    /// fenced lock reads its counter: nobody else can have taken the lock since); `None` for
+    /// kinds without tokens.
+    fn granted_token<'a>(&'a self, _hold: &'a HoldSpec) -> BoxFuture<'a, Result<Option<u64>>> {
+        Box::pin(async { Ok(None) })
+    }
 
     /// Deletes the lock whoever holds it and wakes waiters; `true` if something was deleted.
     fn force_unlock<'a>(&'a self, shared: &'a Shared, name: &'a str)

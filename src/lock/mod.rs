@@ -6,11 +6,14 @@
 
 mod any;
 mod fair;
+mod fenced;
 mod guard;
 mod hold;
 mod kind;
+mod nonreentrant;
 mod reentrant;
 mod rwlock;
+mod spin;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -26,9 +29,12 @@ use crate::shared::Shared;
 
 pub use any::AnyLock;
 pub use fair::FairLock;
+pub use fenced::FencedLock;
 pub use guard::LockGuard;
+pub use nonreentrant::{NonReentrantFairLock, NonReentrantLock};
 pub use reentrant::Lock;
 pub use rwlock::{ReadLock, RwLock, WriteLock};
+pub use spin::{SpinBackoff, SpinLock};
 
 use hold::{HoldSpec, LockAcquire};
 use kind::{LockKind, lease_millis};

@@ -109,13 +109,18 @@ lock_api!(
 
 impl Lock {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
-        let kind = Reentrant {
-            channel: layout::lock_channel(&name).into(),
-        };
+        let kind = reentrant_kind(&name);
         Self {
-            core: LockCore::new(shared, Arc::new(kind), name.into()),
+            core: LockCore::new(shared, kind, name.into()),
         }
     }
+}
+
+/// The reentrant lock's kind for `name` (also under the non-reentrant lock).
+pub(super) fn reentrant_kind(name: &str) -> Arc<dyn LockKind> {
+    Arc::new(Reentrant {
+        channel: layout::lock_channel(name).into(),
+    })
 }
 
 /// The reentrant lock's scripts (`lua/lock/`).

@@ -32,12 +32,6 @@ impl Backoff {
         Self::exponential(Duration::from_millis(10), Duration::from_millis(500), 2)
     }
 
-    /// Redisson's spin-lock default: 1 ms, doubling, at most 128 ms.
-    #[allow(dead_code)] // the spin lock waits with it (its issue follows this one)
-    pub(crate) fn spin_default() -> Self {
-        Self::exponential(Duration::from_millis(1), Duration::from_millis(128), 2)
-    }
-
     /// The delay before the next attempt.
     pub(crate) fn next_delay(&mut self) -> Duration {
         let delay = self.next.min(self.max);
@@ -80,7 +74,7 @@ mod tests {
     #[test]
     fn delays_grow_to_the_cap_and_start_over_on_reset() {
         let ms = Duration::from_millis;
-        let mut b = Backoff::spin_default();
+        let mut b = Backoff::exponential(ms(1), ms(128), 2);
         assert_eq!(b.next_delay(), ms(1));
         let mut last = ms(1);
         for _ in 0..20 {

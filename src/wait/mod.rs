@@ -108,7 +108,6 @@ pub(crate) enum Strategy {
     /// `recheck_interval`.
     PubSub { channel: String, policy: WakePolicy },
     /// Poll, sleeping by a back-off between attempts (Redisson's spin lock).
-    #[allow(dead_code)] // the spin lock waits this way (its issue follows this one)
     Backoff(Backoff),
 }
 
@@ -143,6 +142,11 @@ pub(crate) async fn acquire<A: Acquire>(
             Attempted::GaveUp => return GiveUp::finish(give_up, &waiter).await,
             // BUSY proves the script did not run; a waiting call retries it within its wait.
             Attempted::Failed(e) if !single && e.server_busy() => break,
+            // Refused by the client before anything was sent: nothing to clean up.
+            Attempted::Failed(e @ Error::NotReentrant { .. }) => {
+                GiveUp::disarm(give_up, None)?;
+                return Err(e);
+            }
             Attempted::Failed(e) => return GiveUp::fail(give_up, e),
         }
     }
