@@ -6,6 +6,8 @@ import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -36,6 +38,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.redisson.Redisson;
 import org.redisson.api.RBucket;
 import org.redisson.api.RCountDownLatch;
+import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RReadWriteLock;
@@ -52,15 +55,33 @@ import org.redisson.client.codec.StringCodec;
  * identifies the owner; requests without an owner run on a cached pool.
  *
  * <p>Supported: every op of the protocol's table. Lock ops (lock, try_lock, unlock,
- * force_unlock, is_locked, is_held, hold_count, remaining_ttl) for the kinds lock (RLock), fair
- * (RFairLock), read and write (the halves of RReadWriteLock); the other lock kinds are
- * unsupported. RSemaphore (sem_try_set, sem_acquire, sem_release, sem_available),
- * RCountDownLatch (latch_try_set, latch_count_down, latch_await, latch_count) and
- * RPermitExpirableSemaphore (psem_try_set, psem_acquire, psem_release, psem_available,
- * psem_update_lease). stress for the four lock kinds plus semaphore (RSemaphore) and psem
- * (RPermitExpirableSemaphore), which acquire and release one permit per iteration and leave the
- * counter alone; bench for the four lock kinds plus semaphore (trySetPermits(1) on every key
- * first, then acquire() + release() per pair).
+ * force_unlock, is_locked, is_held, hold_count, remaining_ttl, stress, bench) for every lock kind
+ * of the protocol: lock (RLock), fair (RFairLock), read and write (the halves of
+ * RReadWriteLock), fenced (RFencedLock), spin (getSpinLock: an RLock whose waiters poll with
+ * Redisson's default exponential back-off instead of listening on the channel), nonreentrant
+ * (getNonReentrantLock) and nonreentrant_fair (getNonReentrantFairLock). The last two exist in
+ * Redisson 4.4.0 and later only: they are looked up by reflection, so the agent compiles against
+ * 3.x as well, and answer {@code unsupported} when the loaded Redisson lacks them. RSemaphore
+ * (sem_try_set, sem_acquire, sem_release, sem_available), RCountDownLatch (latch_try_set,
+ * latch_count_down, latch_await, latch_count) and RPermitExpirableSemaphore (psem_try_set,
+ * psem_acquire, psem_release, psem_available, psem_update_lease). stress for the lock kinds plus
+ * semaphore (RSemaphore) and psem (RPermitExpirableSemaphore), which acquire and release one
+ * permit per iteration and leave the counter alone; bench for the lock kinds plus semaphore
+ * (trySetPermits(1) on every key first, then acquire() + release() per pair).
+ *
+ * <p>fenced: {@code lock} answers the fencing token: lockAndGetToken() without a lease; with one,
+ * lock(lease) then getToken(), because Redisson's lockAndGetToken(leaseTime, unit) drops its
+ * lease (it calls lockAndGetTokenAsync() without arguments) and would hold the lock on the
+ * watchdog instead. While we hold the lock nobody else can acquire it, so the counter read right
+ * after is the token of our acquisition. {@code try_lock} uses tryLockAndGetToken(wait, lease,
+ * MILLISECONDS), which keeps its lease (-1: none, watchdog) and returns null when not acquired;
+ * never the no-argument tryLockAndGetToken(), which passes waitTime -1 and so waits forever.
+ * stress and bench acquire with lockAndGetToken(). Every other op is RLock's.
+ *
+ * <p>nonreentrant and nonreentrant_fair: a re-acquire by the owner that holds the lock makes
+ * Redisson throw IllegalMonitorStateException (the hash is left as it was); it is answered
+ * {@code not_held}, as every IllegalMonitorStateException is, with a message saying the lock is
+ * not reentrant.
  */
 public final class Agent {
     /** Ops that get start_ns/end_ns on every response. */
@@ -78,8 +99,18 @@ public final class Agent {
     /** Ops that take a `kind`. */
     private static final Set<String> KIND_OPS = Set.of("lock", "try_lock", "unlock", "force_unlock",
             "is_locked", "is_held", "hold_count", "remaining_ttl", "stress", "bench");
-    /** Lock kinds this agent has: RLock, RFairLock and the two halves of RReadWriteLock. */
-    private static final Set<String> KINDS = Set.of("lock", "fair", "read", "write");
+    /** The kinds that exist only in Redisson 4.4.0+; the agent finds their factories by reflection. */
+    private static final String NON_REENTRANT = "nonreentrant";
+    private static final String NON_REENTRANT_FAIR = "nonreentrant_fair";
+    /** RedissonClient.getNonReentrantLock(String), or null when the loaded Redisson has none. */
+    private static final Method GET_NON_REENTRANT_LOCK = clientMethod("getNonReentrantLock");
+    /** RedissonClient.getNonReentrantFairLock(String), or null when the loaded Redisson has none. */
+    private static final Method GET_NON_REENTRANT_FAIR_LOCK = clientMethod("getNonReentrantFairLock");
+    /**
+     * Lock kinds this agent has with the loaded Redisson: RLock, RFairLock, the two halves of
+     * RReadWriteLock, RFencedLock, the spin lock, and (Redisson 4.4.0+) the two non-reentrant locks.
+     */
+    private static final Set<String> KINDS = supportedKinds();
     /** Semaphore kinds: RSemaphore and RPermitExpirableSemaphore; for stress (both) and bench (semaphore). */
     private static final String SEMAPHORE = "semaphore";
     private static final String PSEM = "psem";
@@ -271,13 +302,34 @@ public final class Agent {
         try {
             switch (r.op) {
                 case "lock":
-                    if (r.leaseMs > 0) {
+                    if (lock instanceof RFencedLock) {
+                        RFencedLock fenced = (RFencedLock) lock;
+                        // lockAndGetToken(lease, unit) ignores its lease (class javadoc): with a
+                        // lease, lock(lease) and read the counter while we hold the lock.
+                        if (r.leaseMs > 0) {
+                            fenced.lock(r.leaseMs, TimeUnit.MILLISECONDS);
+                            resp.put("token", fenced.getToken());
+                        } else {
+                            resp.put("token", fenced.lockAndGetToken());
+                        }
+                    } else if (r.leaseMs > 0) {
                         lock.lock(r.leaseMs, TimeUnit.MILLISECONDS);
                     } else {
                         lock.lock();
                     }
                     break;
                 case "try_lock":
+                    if (lock instanceof RFencedLock) {
+                        // Keeps its lease (-1: watchdog); null when not acquired. With wait 0 a
+                        // single attempt. Not the no-argument form: it would wait forever.
+                        Long token = ((RFencedLock) lock).tryLockAndGetToken(r.waitMs,
+                                r.leaseMs > 0 ? r.leaseMs : -1, TimeUnit.MILLISECONDS);
+                        resp.put("acquired", token != null);
+                        if (token != null) {
+                            resp.put("token", token);
+                        }
+                        break;
+                    }
                     // No wait and no lease: the single-attempt tryLock(). For RFairLock it is the
                     // only form that never joins the queue; tryLock(0, ...) enqueues, then leaves
                     // the queue again (acquireFailed).
@@ -413,9 +465,74 @@ public final class Agent {
                 return redisson.getReadWriteLock(name).readLock();
             case "write":
                 return redisson.getReadWriteLock(name).writeLock();
+            case "fenced":
+                return redisson.getFencedLock(name);
+            case "spin":
+                // Default back-off: LockOptions.defaults(), exponential.
+                return redisson.getSpinLock(name);
+            case NON_REENTRANT:
+                return reflectLock(GET_NON_REENTRANT_LOCK, kind, name);
+            case NON_REENTRANT_FAIR:
+                return reflectLock(GET_NON_REENTRANT_FAIR_LOCK, kind, name);
             default:
                 throw new IllegalArgumentException("kind " + kind);
         }
+    }
+
+    /** Acquires lock for stress and bench: blocking, watchdog lease; a fenced lock with lockAndGetToken(). */
+    private static void acquire(RLock lock) {
+        if (lock instanceof RFencedLock) {
+            ((RFencedLock) lock).lockAndGetToken();
+        } else {
+            lock.lock();
+        }
+    }
+
+    /** Calls a RedissonClient lock factory found by reflection (getNonReentrant[Fair]Lock). */
+    private RLock reflectLock(Method factory, String kind, String name) {
+        if (factory == null) {
+            // Request.parse refuses the kind before we get here.
+            throw new IllegalStateException("kind " + kind + " is not available with this Redisson");
+        }
+        try {
+            return (RLock) factory.invoke(redisson, name);
+        } catch (InvocationTargetException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof RuntimeException) {
+                throw (RuntimeException) cause;
+            }
+            throw new IllegalStateException(factory.getName() + " failed", cause);
+        } catch (IllegalAccessException e) {
+            throw new IllegalStateException(factory.getName() + " is not accessible", e);
+        }
+    }
+
+    /** RedissonClient.name(String) returning an RLock, or null when the loaded Redisson has none. */
+    private static Method clientMethod(String name) {
+        try {
+            Method m = RedissonClient.class.getMethod(name, String.class);
+            return RLock.class.isAssignableFrom(m.getReturnType()) ? m : null;
+        } catch (NoSuchMethodException | SecurityException e) {
+            return null;
+        }
+    }
+
+    private static Set<String> supportedKinds() {
+        Set<String> kinds = new LinkedHashSet<>(List.of("lock", "fair", "read", "write", "fenced", "spin"));
+        if (GET_NON_REENTRANT_LOCK != null) {
+            kinds.add(NON_REENTRANT);
+        }
+        if (GET_NON_REENTRANT_FAIR_LOCK != null) {
+            kinds.add(NON_REENTRANT_FAIR);
+        }
+        return Collections.unmodifiableSet(kinds);
+    }
+
+    /** The Redisson version on the class path, for messages. */
+    private static String redissonVersion() {
+        Package p = Redisson.class.getPackage();
+        String v = p == null ? null : p.getImplementationVersion();
+        return v == null || v.isEmpty() ? "an older Redisson" : "Redisson " + v;
     }
 
     /** Key of the lock cache. */
@@ -454,7 +571,7 @@ public final class Agent {
         ArrayNode intervals = r.record ? resp.arrayNode() : null;
         long done = 0;
         for (long i = 0; i < r.iterations; i++) {
-            lock.lock();
+            acquire(lock);
             long acquired = System.nanoTime();
             long releasing;
             try {
@@ -567,7 +684,7 @@ public final class Agent {
             for (int t = 0; t < tasks; t++) {
                 RLock lock = newLock(r.kind, r.sameKey ? r.name : r.name + ":" + t);
                 pairs[t] = () -> {
-                    lock.lock();
+                    acquire(lock);
                     lock.unlock();
                 };
             }
@@ -670,6 +787,14 @@ public final class Agent {
             }
             if (c instanceof IllegalMonitorStateException) {
                 String who = r.owner > 0 ? "owner " + r.owner : "this agent";
+                boolean acquiring = r.op.equals("lock") || r.op.equals("try_lock") || r.op.equals("stress")
+                        || r.op.equals("bench");
+                if (acquiring && (NON_REENTRANT.equals(r.kind) || NON_REENTRANT_FAIR.equals(r.kind))) {
+                    // The owner re-acquired a lock it holds; Redisson refuses and leaves it held once.
+                    return error(r.id, "not_held", r.name + " is not reentrant and is already held by " + who
+                            + "; the re-acquire was refused, the lock stays held once (Redisson: "
+                            + c.getMessage() + ")");
+                }
                 return error(r.id, "not_held", r.name + " is not held by " + who + ": " + c.getMessage());
             }
             if (c instanceof IllegalArgumentException) {
@@ -822,6 +947,11 @@ public final class Agent {
                 boolean semaphoreKind = (op.equals("stress") && (k.equals(SEMAPHORE) || k.equals(PSEM)))
                         || (op.equals("bench") && k.equals(SEMAPHORE));
                 if (!KINDS.contains(k) && !semaphoreKind) {
+                    if (k.equals(NON_REENTRANT) || k.equals(NON_REENTRANT_FAIR)) {
+                        throw new OpError("unsupported", "kind " + k + " needs Redisson 4.4.0 or newer (RedissonClient."
+                                + (k.equals(NON_REENTRANT) ? "getNonReentrantLock" : "getNonReentrantFairLock")
+                                + "); this java agent runs " + redissonVersion());
+                    }
                     throw new OpError("unsupported", "kind " + k + " is not supported by the java agent"
                             + (k.equals(SEMAPHORE) || k.equals(PSEM) ? " for op " + op : ""));
                 }
