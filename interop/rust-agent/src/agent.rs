@@ -72,8 +72,9 @@ impl Agent {
                     .lock(kind, name)?
                     .lock_with_options(&options(owner, lease))
                     .await?;
+                let reply = token_reply(&guard);
                 self.holds.push(kind, guard);
-                Ok(vec![])
+                Ok(reply)
             }
             Op::TryLock {
                 kind,
@@ -86,11 +87,12 @@ impl Agent {
                     .lock(kind, name)?
                     .try_lock_with_options(wait, &options(owner, lease))
                     .await?;
-                let acquired = guard.is_some();
+                let mut reply = vec![("acquired", guard.is_some().into())];
                 if let Some(guard) = guard {
+                    reply.extend(token_reply(&guard));
                     self.holds.push(kind, guard);
                 }
-                Ok(vec![("acquired", acquired.into())])
+                Ok(reply)
             }
             Op::Unlock { kind, name, owner } => self.unlock(kind, &name, owner).await,
             Op::ForceUnlock { kind, name } => {
@@ -353,6 +355,15 @@ async fn sleep(hold: Duration) {
     if !hold.is_zero() {
         tokio::time::sleep(hold).await;
     }
+}
+
+/// `token` for a fenced lock's guard (the protocol's `lock` / `try_lock` result); nothing for
+/// the other kinds.
+fn token_reply(guard: &redisson_sync::LockGuard) -> Reply {
+    guard
+        .token()
+        .map(|token| vec![("token", token.into())])
+        .unwrap_or_default()
 }
 
 /// Acquisition options for protocol owner `owner`; no lease means the watchdog lease.

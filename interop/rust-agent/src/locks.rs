@@ -18,5 +18,9 @@ pub fn any_lock(
         Kind::Fair => client.fair_lock(name).into(),
         Kind::Read => client.rw_lock(name).read_lock().into(),
         Kind::Write => client.rw_lock(name).write_lock().into(),
+        Kind::Fenced => client.fenced_lock(name).into(),
+        Kind::Spin => client.spin_lock(name).into(),
+        Kind::NonReentrant => client.non_reentrant_lock(name).into(),
+        Kind::NonReentrantFair => client.non_reentrant_fair_lock(name).into(),
     })
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use redisson_sync::PermitId;
 use serde_json::{Map, Value};
 
-/// The lock kinds of the protocol that this crate has; the others (`fenced`, `spin`,
-/// `nonreentrant`) are answered `unsupported`.
+/// The lock kinds of the protocol (every one of them: this crate has them all); an unknown
+/// kind is answered `unsupported`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// `lock`: the reentrant lock (RLock).
@@ -20,6 +20,14 @@ pub enum Kind {
     Read,
     /// `write`: the write half of a read-write lock.
     Write,
+    /// `fenced`: the fenced lock (RFencedLock); acquisitions answer their `token`.
+    Fenced,
+    /// `spin`: the spin lock (RSpinLock).
+    Spin,
+    /// `nonreentrant`: the non-reentrant lock (RNonReentrantLock).
+    NonReentrant,
+    /// `nonreentrant_fair`: the non-reentrant fair lock (RNonReentrantFairLock).
+    NonReentrantFair,
 }
 
 impl Kind {
@@ -29,6 +37,10 @@ impl Kind {
             "fair" => Self::Fair,
             "read" => Self::Read,
             "write" => Self::Write,
+            "fenced" => Self::Fenced,
+            "spin" => Self::Spin,
+            "nonreentrant" => Self::NonReentrant,
+            "nonreentrant_fair" => Self::NonReentrantFair,
             "semaphore" | "psem" => {
                 return Err(Failure::new(
                     Code::Unsupported,
@@ -38,7 +50,7 @@ impl Kind {
             _ => {
                 return Err(Failure::new(
                     Code::Unsupported,
-                    format!("kind {kind:?} is not supported by this crate yet"),
+                    format!("kind {kind:?} is not a kind of the protocol"),
                 ));
             }
         })
@@ -687,6 +699,8 @@ impl From<redisson_sync::Error> for Failure {
         let code = match &e {
             e if e.is_not_held() => Code::NotHeld,
             Error::PermitNotHeld { .. } => Code::NotHeld,
+            // Redisson's IllegalMonitorStateException, which the protocol calls not_held.
+            Error::NotReentrant { .. } => Code::NotHeld,
             e if e.is_timeout() => Code::Timeout,
             Error::InvalidArgument(_) => Code::BadRequest,
             // Redis, WrongType, Shutdown, UnexpectedReply, and kinds added later.
@@ -846,6 +860,10 @@ mod tests {
             ("fair", Kind::Fair),
             ("read", Kind::Read),
             ("write", Kind::Write),
+            ("fenced", Kind::Fenced),
+            ("spin", Kind::Spin),
+            ("nonreentrant", Kind::NonReentrant),
+            ("nonreentrant_fair", Kind::NonReentrantFair),
         ] {
             let line = format!(r#"{{"id":1,"op":"unlock","kind":"{kind}","name":"a","owner":2}}"#);
             match parse(&line).unwrap().op {
@@ -853,9 +871,9 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        let r = rejected(r#"{"id":1,"op":"lock","kind":"fenced","name":"a","owner":1}"#);
+        let r = rejected(r#"{"id":1,"op":"lock","kind":"redlock","name":"a","owner":1}"#);
         assert_eq!(r.failure.code, Code::Unsupported);
-        assert!(r.failure.message.contains("fenced"));
+        assert!(r.failure.message.contains("redlock"));
         assert!(r.timed);
         let r = rejected(r#"{"id":1,"op":"sem_drain","name":"a"}"#);
         assert_eq!(r.failure.code, Code::Unsupported);

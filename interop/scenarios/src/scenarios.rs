@@ -497,7 +497,7 @@ fn protocol_of(ctx: &Ctx, agent: &Agent) -> Result<(), String> {
     let rejected = [
         (json!({"op": "frobnicate"}), "unsupported"),
         (
-            json!({"op": "lock", "kind": "fenced", "name": name, "owner": owner}),
+            json!({"op": "lock", "kind": "redlock", "name": name, "owner": owner}),
             "unsupported",
         ),
         (
