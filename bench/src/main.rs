@@ -90,7 +90,7 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
         ..Report::default()
     };
     step("warm-up", || scenarios::warm_up(env)).map_err(|e| format!("warm-up: {e}"))?;
-    let plan: [(&str, Step); 7] = [
+    let plan: [(&str, Step); 8] = [
         ("S1", scenarios::s1),
         ("S2", scenarios::s2),
         ("S3", |e, r, _| scenarios::s3(e, r)),
@@ -98,6 +98,7 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
         ("S5", |e, r, _| scenarios::s5(e, r)),
         ("S6", |e, r, _| scenarios::s6(e, r)),
         ("S8", |e, r, _| scenarios::s8(e, r)),
+        ("S9", |e, r, _| scenarios::s9(e, r)),
     ];
     for (id, f) in plan {
         if !env.options.runs(id) {
@@ -504,4 +505,6 @@ Redisson's blocking `lock()` needs).
 - **S8** semaphore: `bench` of kind `semaphore` (acquire 1 permit + release): uncontended with the \
 S2 8-task size, each task on a semaphore of its own set to 1 permit; contended with the S3 size, all \
 tasks on one semaphore of 1 permit (`RSemaphore` in Redisson, `Semaphore` here).
+- **S9** the other lock kinds: `bench` of kinds `fenced`, `spin` and `nonreentrant` with the S2 8-task \
+size, each task on keys of its own (Redisson's `RFencedLock`, `RSpinLock`, `RNonReentrantLock`).
 ";

@@ -691,3 +691,27 @@ pub fn s8(env: &Env, report: &mut Report) -> Result<()> {
     report.row("S8", &contended, "pairs/s", Better::Higher);
     Ok(())
 }
+
+/// S9: acquire+release pairs of the other lock kinds (`fenced`, `spin`, `nonreentrant`),
+/// uncontended, each task on keys of its own, with the S2 8-task size: Redisson's
+/// `RFencedLock`, `RSpinLock` and `RNonReentrantLock` against this crate's.
+pub fn s9(env: &Env, report: &mut Report) -> Result<()> {
+    let s = &env.sizes;
+    let (tasks, iterations) = s.s2[0];
+    let kinds = ["fenced", "spin", "nonreentrant"];
+    let metric = |kind: &str| format!("{kind} lock pairs/s, {tasks} tasks on distinct keys");
+    for rep in 0..env.options.reps {
+        for kind in kinds {
+            for imp in IMPLS {
+                let agent = &env.agents(imp)[0];
+                let name = env.name("s9");
+                let run = drive::bench(agent, kind, &name, tasks, iterations, false)?;
+                report.sample("S9", &metric(kind), who(imp), rep, run.rate());
+            }
+        }
+    }
+    for kind in kinds {
+        report.row("S9", &metric(kind), "pairs/s", Better::Higher);
+    }
+    Ok(())
+}
