@@ -26,6 +26,7 @@ mod wait;
 
 mod latch;
 mod lock;
+mod multi;
 mod semaphore;
 
 mod client;
@@ -38,6 +39,7 @@ pub use lock::{
     AnyLock, FairLock, FencedLock, Lock, LockGuard, NonReentrantFairLock, NonReentrantLock,
     ReadLock, RwLock, SpinBackoff, SpinLock, WriteLock,
 };
+pub use multi::{MultiLock, MultiLockGuard, RedLock};
 pub use options::{LockOptions, Ttl};
 pub use owner::Owner;
 pub use redis;
