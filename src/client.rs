@@ -16,6 +16,7 @@ use crate::lock::{
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 use crate::shared::Shared;
 use crate::tasks::Tasks;
+use crate::token_lock::TokenLock;
 
 /// A connection to Redis and the home of every lock made from it.
 ///
@@ -142,6 +143,13 @@ impl Client {
     /// `getCountDownLatch(name)`). Creating the handle does no I/O.
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
         CountDownLatch::new(self.shared.clone(), name.into())
+    }
+
+    /// A plain token lock named `name` (the Redis key, used as given): `SET name <token> NX PX
+    /// lease`, released by compare-and-delete. Not a Redisson structure; see [`TokenLock`].
+    /// Creating the handle does no I/O.
+    pub fn token_lock(&self, name: impl Into<String>) -> TokenLock {
+        TokenLock::new(self.shared.clone(), name.into())
     }
 
     /// `true` once [`shutdown`](Self::shutdown) was called.

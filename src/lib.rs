@@ -28,6 +28,7 @@ mod latch;
 mod lock;
 mod multi;
 mod semaphore;
+mod token_lock;
 
 mod client;
 
@@ -44,6 +45,7 @@ pub use options::{LockOptions, Ttl};
 pub use owner::Owner;
 pub use redis;
 pub use semaphore::{PermitExpirableSemaphore, PermitId, Permits, Semaphore};
+pub use token_lock::{TokenFormat, TokenGuard, TokenLock};
 
 /// This crate's version, e.g. for a health endpoint or a conformance report.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
