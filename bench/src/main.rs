@@ -25,6 +25,7 @@
 //! `scripts/bench` builds the agents and this binary first; the binary compiles nothing.
 
 mod ceiling;
+mod composed;
 mod drive;
 mod env;
 mod handoff;
@@ -90,7 +91,7 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
         ..Report::default()
     };
     step("warm-up", || scenarios::warm_up(env)).map_err(|e| format!("warm-up: {e}"))?;
-    let plan: [(&str, Step); 8] = [
+    let plan: [(&str, Step); 9] = [
         ("S1", scenarios::s1),
         ("S2", scenarios::s2),
         ("S3", |e, r, _| scenarios::s3(e, r)),
@@ -99,6 +100,7 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
         ("S6", |e, r, _| scenarios::s6(e, r)),
         ("S8", |e, r, _| scenarios::s8(e, r)),
         ("S9", |e, r, _| scenarios::s9(e, r)),
+        ("S10", |e, r, _| composed::s10(e, r)),
     ];
     for (id, f) in plan {
         if !env.options.runs(id) {
@@ -507,4 +509,6 @@ S2 8-task size, each task on a semaphore of its own set to 1 permit; contended w
 tasks on one semaphore of 1 permit (`RSemaphore` in Redisson, `Semaphore` here).
 - **S9** the other lock kinds: `bench` of kinds `fenced`, `spin` and `nonreentrant` with the S2 8-task \
 size, each task on keys of its own (Redisson's `RFencedLock`, `RSpinLock`, `RNonReentrantLock`).
+- **S10** Rust only, in this process (one client, 8 tasks on keys of their own): `Lock`, `TokenLock` \
+(not a Redisson structure) and a `MultiLock` of three `Lock`s, acquire+release pairs/s side by side.
 ";
