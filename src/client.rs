@@ -152,6 +152,26 @@ impl Client {
         TokenLock::new(self.shared.clone(), name.into())
     }
 
+    /// Inspects whatever Redisson structure lives at `name`: `.await` it for a
+    /// [`Snapshot`](crate::Snapshot) with the kind (see [`StructureKind`](crate::StructureKind)
+    /// for how it is told from the layout), the TTL, the holders (this client's marked), the
+    /// fair queue with its deadlines, read holds' markers, a fenced lock's token, permits and
+    /// counts. One read-only script call: it never changes anything. Options (how to read a
+    /// bare integer, the listing limit) are on [`Inspect`](crate::Inspect).
+    ///
+    /// ```rust,no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), redisson_sync::Error> {
+    /// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379").unwrap();
+    /// let snapshot = client.inspect("order:42").await?;
+    /// println!("{} held by {} holder(s)", snapshot.kind, snapshot.holders.len());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn inspect(&self, name: impl Into<String>) -> crate::inspect::Inspect {
+        crate::inspect::Inspect::new(self.shared.clone(), name.into())
+    }
+
     /// `true` once [`shutdown`](Self::shutdown) was called.
     pub fn is_shut_down(&self) -> bool {
         self.shared.tasks.is_shut_down()

@@ -30,11 +30,17 @@ mod multi;
 mod semaphore;
 mod token_lock;
 
+mod inspect;
+
 mod client;
 
 pub use client::{Client, ClientBuilder};
 pub use config::Config;
 pub use error::{BuildError, Error, Result};
+pub use inspect::{
+    AcquiredPermit, CounterHint, HoldMode, Holder, Inspect, ReadMarker, Snapshot, StructureKind,
+    Waiter,
+};
 pub use latch::CountDownLatch;
 pub use lock::{
     AnyLock, FairLock, FencedLock, Lock, LockGuard, NonReentrantFairLock, NonReentrantLock,
