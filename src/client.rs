@@ -14,7 +14,7 @@ use crate::lock::{
     FairLock, FencedLock, Lock, NonReentrantFairLock, NonReentrantLock, RwLock, SpinLock,
 };
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
-use crate::shared::Shared;
+use crate::shared::{LastHandle, Shared};
 use crate::tasks::Tasks;
 use crate::token_lock::TokenLock;
 
@@ -25,8 +25,29 @@ use crate::token_lock::TokenLock;
 /// connections for lock commands, one pub/sub connection shared by all its waiters, and one
 /// watchdog task renewing the leases of its locks.
 ///
-/// `Client` is cheap to clone (an `Arc`); clones share everything. Call
-/// [`shutdown`](Self::shutdown) before the runtime ends so scheduled releases complete.
+/// `Client` is cheap to clone (an `Arc`); clones share everything.
+///
+/// # Shut down before exit
+///
+/// **Call [`shutdown`](Self::shutdown) before the process (or the runtime) ends.** A dropped
+/// [`LockGuard`](crate::LockGuard) (an early return, a `?`, a panic, a cancelled
+/// `with_lock`) releases its lock in a background task of the client; a process that exits
+/// before that task ran leaves the lock held, in Redis, until its lease ends (the watchdog
+/// timeout, 30 s by default, or the explicit lease), and every other process waits that long.
+/// `shutdown().await` completes every release already scheduled. When the last handle of a
+/// client is dropped without it while releases are still pending, the client logs a
+/// `tracing` warning.
+///
+/// ```rust,no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379")?;
+/// let guard = client.lock("order:42").lock().await?;
+/// drop(guard); // the release is scheduled, not done
+/// client.shutdown().await; // done now: the lock is free for the next process
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// # Examples
 ///
@@ -49,6 +70,10 @@ use crate::token_lock::TokenLock;
 #[derive(Clone)]
 pub struct Client {
     shared: Arc<Shared>,
+    /// Shared by this client's clones only: warns when the last of them drops before
+    /// [`shutdown`](Self::shutdown) with releases pending.
+    #[allow(dead_code)]
+    last_handle: Arc<LastHandle>,
 }
 
 impl fmt::Debug for Client {
@@ -271,6 +296,12 @@ impl ClientBuilder {
         self
     }
 
+    /// Sets [`Config::metrics_name_label`].
+    pub fn metrics_name_label(mut self, on: bool) -> Self {
+        self.config.metrics_name_label = on;
+        self
+    }
+
     /// The runtime that runs the client's background tasks (renewal, pub/sub, releases on
     /// drop). Default: the runtime current at [`build`](Self::build).
     pub fn runtime(mut self, handle: Handle) -> Self {
@@ -292,9 +323,10 @@ impl ClientBuilder {
             Some(h) => h,
             None => Handle::try_current().map_err(|_| BuildError::NoRuntime)?,
         };
-        let shared = Shared::new(self.config, Tasks::new(handle))?;
+        let shared = Arc::new(Shared::new(self.config, Tasks::new(handle))?);
         Ok(Client {
-            shared: Arc::new(shared),
+            last_handle: Arc::new(LastHandle(shared.clone())),
+            shared,
         })
     }
 }

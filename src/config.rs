@@ -80,6 +80,13 @@ pub struct Config {
     /// Default: 1 s.
     #[cfg_attr(feature = "serde", serde(rename = "ping_interval_ms", with = "ms"))]
     pub ping_interval: Duration,
+    /// With the `metrics` feature: also label every metric (but the pub/sub reconnects) with
+    /// the primitive's name, `name` (see [`observe`](crate::observe)). Every distinct name is
+    /// then a time series of its own: turn it on only when the application uses few, fixed
+    /// names. Without the feature it changes nothing.
+    ///
+    /// Default: `false` (the metrics are labelled by kind only).
+    pub metrics_name_label: bool,
 }
 
 impl Default for Config {
@@ -94,6 +101,7 @@ impl Default for Config {
             command_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(3),
             ping_interval: Duration::from_secs(1),
+            metrics_name_label: false,
         }
     }
 }

@@ -388,7 +388,11 @@ mod tests {
     async fn operations_count_holds_and_leave_no_entry_behind() {
         let holds = Holds::default();
         let (name, field) = names();
-        let lease = Lease::new(Instant::now(), Duration::from_secs(30));
+        let lease = Lease::new(
+            Instant::now(),
+            Duration::from_secs(30),
+            crate::observe::Tag::kind_only("lock"),
+        );
         let op = holds.enter(&name, &field, None).await;
         assert_eq!(op.held(), 0);
         op.granted(&lease);
@@ -437,13 +441,21 @@ mod tests {
     async fn a_correction_reports_the_older_holds_lost() {
         let holds = Holds::default();
         let (name, field) = names();
-        let old = Lease::new(Instant::now(), Duration::from_secs(30));
+        let old = Lease::new(
+            Instant::now(),
+            Duration::from_secs(30),
+            crate::observe::Tag::kind_only("lock"),
+        );
         holds.enter(&name, &field, None).await.granted(&old);
         let mut op = holds.enter(&name, &field, None).await;
         op.correct(0);
         assert_eq!(op.held(), 0);
         assert_eq!(old.loss(), Some(Loss::Gone));
-        let new = Lease::new(Instant::now(), Duration::from_secs(30));
+        let new = Lease::new(
+            Instant::now(),
+            Duration::from_secs(30),
+            crate::observe::Tag::kind_only("lock"),
+        );
         op.granted(&new);
         assert!(!new.is_lost());
         let op = holds.enter(&name, &field, None).await;

@@ -11,6 +11,7 @@ use redis::{Cmd, Script};
 use crate::conn::Call;
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::observe::Subject;
 use crate::pubsub::WakePolicy;
 use crate::semaphore::{bool_reply, int_reply};
 use crate::shared::Shared;
@@ -235,6 +236,15 @@ struct LatchOpen {
 impl Acquire for LatchOpen {
     type Grant = ();
     type Pending = ();
+
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            kind: "latch",
+            name: &self.inner.name,
+            client_id: &self.inner.shared.id,
+            owner: None,
+        }
+    }
 
     fn strategy(&self) -> Strategy {
         Strategy::PubSub {

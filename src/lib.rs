@@ -12,6 +12,7 @@ mod config;
 mod error;
 mod fasthash;
 mod layout;
+pub mod observe;
 mod options;
 mod owner;
 
@@ -29,6 +30,7 @@ mod lock;
 mod multi;
 mod semaphore;
 mod token_lock;
+mod with_lock;
 
 mod inspect;
 
@@ -43,8 +45,8 @@ pub use inspect::{
 };
 pub use latch::CountDownLatch;
 pub use lock::{
-    AnyLock, FairLock, FencedLock, Lock, LockGuard, NonReentrantFairLock, NonReentrantLock,
-    ReadLock, RwLock, SpinBackoff, SpinLock, WriteLock,
+    AnyLock, DistributedLock, FairLock, FencedLock, Lock, LockGuard, NonReentrantFairLock,
+    NonReentrantLock, ReadLock, RwLock, SpinBackoff, SpinLock, WriteLock,
 };
 pub use multi::{MultiLock, MultiLockGuard, RedLock};
 pub use options::{LockOptions, Ttl};
@@ -52,6 +54,7 @@ pub use owner::Owner;
 pub use redis;
 pub use semaphore::{PermitExpirableSemaphore, PermitId, Permits, Semaphore};
 pub use token_lock::{TokenFormat, TokenGuard, TokenLock};
+pub use with_lock::WithLockOptions;
 
 /// This crate's version, e.g. for a health endpoint or a conformance report.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -42,20 +42,48 @@ impl Drop for Shared {
     }
 }
 
+/// Held by a [`Client`](crate::Client) and shared by its clones (not by its locks and guards):
+/// dropped with the last of them. When that happens before
+/// [`Client::shutdown`](crate::Client::shutdown) while background releases are still pending,
+/// it warns: a process that exits now leaves those locks held until their leases end. Never
+/// blocks.
+pub(crate) struct LastHandle(pub(crate) Arc<Shared>);
+
+impl Drop for LastHandle {
+    fn drop(&mut self) {
+        let tasks = &self.0.tasks;
+        if tasks.is_shut_down() {
+            return;
+        }
+        let pending = tasks.pending();
+        if pending > 0 {
+            tracing::warn!(
+                client = %self.0.id,
+                pending,
+                "the last Client handle was dropped without Client::shutdown() while {pending} \
+                 background release(s) of dropped guards were still pending: if the process exits \
+                 now, those locks stay held until their leases end; call \
+                 `client.shutdown().await` before exiting"
+            );
+        }
+    }
+}
+
 impl Shared {
     pub(crate) fn new(config: Config, tasks: Tasks) -> Result<Self, BuildError> {
-        let uuid = uuid::Uuid::new_v4();
+        let id = crate::layout::client_id(&uuid::Uuid::new_v4());
         let conn = Arc::new(Conn::new(&config)?);
         let pubsub = PubSub::start(conn.clone(), config.ping_interval, &tasks);
         let watchdog = Watchdog::start(
             conn.clone(),
+            id.as_str().into(),
             config.watchdog_timeout,
             config.renew_interval(),
             config.watchdog_batch_size,
             &tasks,
         );
         Ok(Self {
-            id: crate::layout::client_id(&uuid),
+            id,
             config,
             conn,
             pubsub,

@@ -64,6 +64,11 @@ impl Tasks {
         self.tracker.token()
     }
 
+    /// How many tracked tasks (releases, undos, cleanups) have not finished yet.
+    pub(crate) fn pending(&self) -> usize {
+        self.tracker.len()
+    }
+
     pub(crate) fn shut_down(&self) {
         self.shutdown.cancel();
     }

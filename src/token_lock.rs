@@ -14,10 +14,12 @@ use std::time::Duration;
 
 use redis::{Cmd, Script, ScriptInvocation, Value};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::conn::{Call, Delivery};
 use crate::error::{Error, Result};
 use crate::holds::Op;
+use crate::observe::{self, Subject, Tag};
 use crate::options::LockOptions;
 use crate::owner::Owner;
 use crate::shared::Shared;
@@ -299,13 +301,17 @@ impl TokenLock {
             token,
             random: self.format == TokenFormat::Random,
             lease_ms,
+            owner,
         });
         let acquire = Arc::new(TokenAcquire {
             spec,
             explicit_lease,
         });
         let hold = wait::acquire(&self.shared, acquire, wait).await?;
-        Ok(hold.map(|hold| TokenGuard { hold }))
+        Ok(hold.map(|hold| TokenGuard {
+            _metric: hold.spec.tag().hold(),
+            hold,
+        }))
     }
 }
 
@@ -358,9 +364,25 @@ struct Spec {
     random: bool,
     /// The lease: explicit, or the watchdog timeout.
     lease_ms: u64,
+    /// The owner of the acquisition (part of the token only with
+    /// [`TokenFormat::ClientIdAndOwner`]; always in the spans).
+    owner: Owner,
 }
 
 impl Spec {
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            kind: "token",
+            name: &self.name,
+            client_id: &self.shared.id,
+            owner: Some(self.owner),
+        }
+    }
+
+    fn tag(&self) -> Tag {
+        Tag::new("token", &self.name, self.shared.config.metrics_name_label)
+    }
+
     fn lease(&self) -> Duration {
         Duration::from_millis(self.lease_ms)
     }
@@ -531,6 +553,10 @@ impl TokenAcquire {
 impl Acquire for TokenAcquire {
     type Grant = Hold;
     type Pending = PendingAcquire;
+
+    fn subject(&self) -> Subject<'_> {
+        self.spec.subject()
+    }
 
     fn strategy(&self) -> Strategy {
         Strategy::Backoff(Backoff::exponential(POLL_INITIAL, POLL_MAX, 2))
@@ -706,13 +732,18 @@ impl Hold {
     /// A hold granted by a request sent at `sent`: registered with the watchdog when it has no
     /// explicit lease, otherwise valid until `sent + lease`.
     fn granted(spec: &Arc<Spec>, lease_time: Option<Duration>, sent: Instant) -> Self {
+        let tag = spec.tag();
         let (lease, renewed) = match lease_time {
-            Some(lease) => (Lease::new(sent, lease), false),
+            Some(lease) => (Lease::new(sent, lease, tag), false),
             None => {
-                let lease =
-                    spec.shared
-                        .watchdog
-                        .register(&TOKEN_RENEWAL, &spec.name, &spec.token, sent);
+                let lease = spec.shared.watchdog.register(
+                    &TOKEN_RENEWAL,
+                    &spec.name,
+                    &spec.token,
+                    sent,
+                    &tag,
+                    Some(spec.owner),
+                );
                 (lease, true)
             }
         };
@@ -750,10 +781,16 @@ impl Hold {
         }));
     }
 
+    /// Releases the hold and reports the outcome, in a `release` span.
     async fn unlock(mut self) -> Result<()> {
         if !self.disarm() {
             return Ok(());
         }
+        let span = self.spec.subject().release_span();
+        self.release().instrument(span).await
+    }
+
+    async fn release(&self) -> Result<()> {
         let spec = self.spec.clone();
         let lease = self.lease.clone();
         let loss = lease.loss();
@@ -780,6 +817,10 @@ impl Hold {
             }
         })
         .await;
+        match &result {
+            Ok(()) => tracing::debug!("released"),
+            Err(e) => tracing::debug!(error = %e, "release failed"),
+        }
         match (loss, result) {
             // The client could not vouch for the hold any more: even if the release found it
             // still held (and freed it), the caller must know it may have been shared.
@@ -796,11 +837,17 @@ impl Hold {
         if !self.disarm() {
             return;
         }
-        if let Err(e) = release(&self.spec, &self.lease).await
-            && !e.is_not_held()
-        {
-            tracing::warn!(lock = %self.spec.name, error = %e, "undoing a grant failed; it expires with its lease");
+        let span = self.spec.subject().release_span();
+        async {
+            tracing::debug!("undoing a grant nobody received");
+            if let Err(e) = release(&self.spec, &self.lease).await
+                && !e.is_not_held()
+            {
+                tracing::warn!(lock = %self.spec.name, error = %e, "undoing a grant failed; it expires with its lease");
+            }
         }
+        .instrument(span)
+        .await;
     }
 
     /// Stops renewal and keeps the lock until its lease expires.
@@ -832,11 +879,20 @@ impl Drop for Hold {
         // Never blocks and never panics, also on a thread outside the runtime: the task is
         // spawned through the runtime handle captured when the client was built.
         let shared = spec.shared.clone();
-        drop(shared.tasks.spawn(async move {
-            if let Err(e) = release(&spec, &lease).await {
-                tracing::warn!(lock = %spec.name, error = %e, "release on drop failed");
-            }
-        }));
+        let span = spec.subject().release_span();
+        drop(
+            shared.tasks.spawn(
+                async move {
+                    match release(&spec, &lease).await {
+                        Ok(()) => tracing::debug!("released on drop"),
+                        Err(e) => {
+                            tracing::warn!(lock = %spec.name, error = %e, "release on drop failed");
+                        }
+                    }
+                }
+                .instrument(span),
+            ),
+        );
     }
 }
 
@@ -863,6 +919,8 @@ impl Drop for Hold {
 #[derive(Debug)]
 pub struct TokenGuard {
     hold: Hold,
+    /// Counts the hold in the metrics while the guard lives.
+    _metric: observe::Hold,
 }
 
 impl TokenGuard {

@@ -1,21 +1,25 @@
 //! [`AnyLock`]: one value for a lock of any kind.
 
+use std::future::Future;
 use std::time::Duration;
 
 use super::{
     FairLock, FencedLock, Lock, LockCore, LockGuard, NonReentrantFairLock, NonReentrantLock,
     ReadLock, SpinLock, WriteLock,
 };
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::options::{LockOptions, Ttl};
 use crate::owner::Owner;
+use crate::with_lock::WithLockOptions;
 
 /// A lock of any kind: one type for code that takes "a lock" whatever its kind (a list of
 /// locks to take together, a conformance agent mapping a kind name to a lock).
 ///
 /// Every kind has the same API ([`Lock`]'s); `AnyLock` offers it once, and each method behaves
 /// as the wrapped kind's (see each kind's own docs for what differs: a fair lock's queue, the
-/// read half's shared holds, the write half's refused upgrade).
+/// read half's shared holds, the write half's refused upgrade). For generic functions and
+/// trait objects, the [`DistributedLock`](crate::DistributedLock) trait offers the same
+/// (`AnyLock` implements it too).
 ///
 /// # Examples
 ///
@@ -197,6 +201,118 @@ impl AnyLock {
         options: &LockOptions,
     ) -> Result<Option<LockGuard>> {
         self.core().try_lock(wait, options).await
+    }
+
+    /// [`Lock::lock_with_lease`], for the wrapped kind (Redisson's `lock(leaseTime, unit)`).
+    ///
+    /// # Errors
+    ///
+    /// As the wrapped kind's `lock_with_lease`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        self.core().lock(&LockOptions::new().lease(lease)).await
+    }
+
+    /// [`Lock::try_lock_with_lease`], for the wrapped kind (Redisson's
+    /// `tryLock(waitTime, leaseTime, unit)`).
+    ///
+    /// # Errors
+    ///
+    /// As the wrapped kind's `try_lock_with_lease`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn try_lock_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
+        self.core()
+            .try_lock(wait, &LockOptions::new().lease(lease))
+            .await
+    }
+
+    /// [`Lock::with_lock`], for the wrapped kind: runs the section `f` under the lock and
+    /// always releases it (on success, error, panic and cancellation).
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::with_lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::with_lock`]: dropping the future drops the section and schedules the release.
+    ///
+    /// # Examples
+    ///
+    /// ```rust,no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), redisson_sync::Error> {
+    /// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379").unwrap();
+    /// use redisson_sync::{AnyLock, Error};
+    ///
+    /// let lock: AnyLock = client.rw_lock("config").write_lock().into();
+    /// lock.with_lock(|| async { Ok::<_, Error>(()) }).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn with_lock<F, Fut, T, E>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        self.core().with_lock(&WithLockOptions::new(), f).await
+    }
+
+    /// [`Lock::with_lock_options`], for the wrapped kind.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::with_lock_options`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::with_lock`].
+    pub async fn with_lock_options<F, Fut, T, E>(
+        &self,
+        options: &WithLockOptions,
+        f: F,
+    ) -> Result<T, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        self.core().with_lock(options, f).await
+    }
+
+    /// [`Lock::try_with_lock`], for the wrapped kind: `Ok(None)` when the lock did not come
+    /// free within `wait` (the section not run).
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::try_with_lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::with_lock`].
+    pub async fn try_with_lock<F, Fut, T, E>(
+        &self,
+        wait: Duration,
+        options: &WithLockOptions,
+        f: F,
+    ) -> Result<Option<T>, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        self.core().try_with_lock(wait, options, f).await
     }
 
     /// [`Lock::force_unlock`], for the wrapped kind (the halves of a read-write lock delete

@@ -218,6 +218,10 @@ impl LockKind for Fair {
         "FairLock"
     }
 
+    fn metric_kind(&self) -> &'static str {
+        "fair"
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
         Box::pin(async move {
             let hold = req.hold;

@@ -171,6 +171,10 @@ impl LockKind for Fenced {
         "FencedLock"
     }
 
+    fn metric_kind(&self) -> &'static str {
+        "fenced"
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
         Box::pin(async move {
             let hold = req.hold;

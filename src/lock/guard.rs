@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::hold::{self, HoldSpec};
 use crate::error::{Error, Result};
+use crate::observe::{self, Subject, Tag};
 use crate::owner::Owner;
 use crate::wait::Detachable;
 use crate::watchdog::{Lease, Loss};
@@ -26,6 +28,8 @@ pub(crate) struct Held {
     renewal: Option<&'static str>,
     /// The fencing token of the grant (the fenced lock).
     token: Option<u64>,
+    /// The metric labels of the lock.
+    tag: Tag,
 }
 
 impl Held {
@@ -38,14 +42,23 @@ impl Held {
         sent: Instant,
         token: Option<u64>,
     ) -> Self {
+        let tag = Tag::new(
+            spec.kind.metric_kind(),
+            &spec.name,
+            spec.shared.config.metrics_name_label,
+        );
         let (lease, renewal) = match lease_time {
-            Some(lease) => (Lease::new(sent, lease), None),
+            Some(lease) => (Lease::new(sent, lease, tag.clone()), None),
             None => {
                 let renewal = spec.kind.renewal();
-                let lease = spec
-                    .shared
-                    .watchdog
-                    .register(&renewal, &spec.name, &spec.field, sent);
+                let lease = spec.shared.watchdog.register(
+                    &renewal,
+                    &spec.name,
+                    &spec.field,
+                    sent,
+                    &tag,
+                    Some(owner),
+                );
                 (lease, Some(renewal.kind()))
             }
         };
@@ -56,7 +69,19 @@ impl Held {
             lease,
             renewal,
             token,
+            tag,
         }
+    }
+
+    /// The span of a release of this hold.
+    fn release_span(&self, spec: &HoldSpec) -> tracing::Span {
+        Subject {
+            kind: spec.kind.metric_kind(),
+            name: &spec.name,
+            client_id: &spec.shared.id,
+            owner: Some(self.owner),
+        }
+        .release_span()
     }
 
     pub(crate) fn token(&self) -> Option<u64> {
@@ -112,12 +137,17 @@ impl Held {
         }));
     }
 
-    /// Releases the hold and reports the outcome. The release completes even if this future is
-    /// dropped: it then finishes in a task of the client.
+    /// Releases the hold and reports the outcome, in a `release` span. The release completes
+    /// even if this future is dropped: it then finishes in a task of the client.
     pub(crate) async fn unlock(mut self) -> Result<()> {
         let Some(spec) = self.disarm() else {
             return Ok(());
         };
+        let span = self.release_span(&spec);
+        self.release(spec).instrument(span).await
+    }
+
+    async fn release(&self, spec: Arc<HoldSpec>) -> Result<()> {
         let lease = self.lease.clone();
         let loss = lease.loss();
         if loss == Some(Loss::Gone) {
@@ -143,6 +173,10 @@ impl Held {
             }
         })
         .await;
+        match &result {
+            Ok(()) => tracing::debug!("released"),
+            Err(e) => tracing::debug!(error = %e, "release failed"),
+        }
         match (loss, result) {
             // The client could not vouch for the hold any more: even if the release found it
             // still held (and freed it), the caller must know it may have been shared.
@@ -159,11 +193,17 @@ impl Held {
         let Some(spec) = self.disarm() else {
             return;
         };
-        if let Err(e) = hold::release(&spec, &self.lease).await
-            && !e.is_not_held()
-        {
-            tracing::warn!(lock = %spec.name, error = %e, "undoing a grant failed; it expires with its lease");
+        let span = self.release_span(&spec);
+        async {
+            tracing::debug!("undoing a grant nobody received");
+            if let Err(e) = hold::release(&spec, &self.lease).await
+                && !e.is_not_held()
+            {
+                tracing::warn!(lock = %spec.name, error = %e, "undoing a grant failed; it expires with its lease");
+            }
         }
+        .instrument(span)
+        .await;
     }
 
     /// Stops renewal and keeps the lock until its lease expires.
@@ -194,11 +234,20 @@ impl Drop for Held {
         // Never blocks and never panics, also on a thread outside the runtime: the task is
         // spawned through the runtime handle captured when the client was built.
         let shared = spec.shared.clone();
-        drop(shared.tasks.spawn(async move {
-            if let Err(e) = hold::release(&spec, &lease).await {
-                tracing::warn!(lock = %spec.name, error = %e, "release on drop failed");
-            }
-        }));
+        let span = self.release_span(&spec);
+        drop(
+            shared.tasks.spawn(
+                async move {
+                    match hold::release(&spec, &lease).await {
+                        Ok(()) => tracing::debug!("released on drop"),
+                        Err(e) => {
+                            tracing::warn!(lock = %spec.name, error = %e, "release on drop failed");
+                        }
+                    }
+                }
+                .instrument(span),
+            ),
+        );
     }
 }
 
@@ -232,11 +281,14 @@ impl Drop for Held {
 #[derive(Debug)]
 pub struct LockGuard {
     held: Held,
+    /// Counts the hold in the metrics while the guard lives.
+    _hold: observe::Hold,
 }
 
 impl LockGuard {
     pub(crate) fn new(held: Held) -> Self {
-        Self { held }
+        let hold = held.tag.hold();
+        Self { held, _hold: hold }
     }
 
     /// The lock's name.

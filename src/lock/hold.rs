@@ -20,6 +20,7 @@ use super::kind::{AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseR
 use crate::conn::{Call, Delivery};
 use crate::error::{Error, Result};
 use crate::holds::Op;
+use crate::observe::Subject;
 use crate::owner::Owner;
 use crate::shared::Shared;
 use crate::wait::{Acquire, Backoff, BoxFuture, Detachable, Step, Strategy};
@@ -142,6 +143,15 @@ impl LockAcquire {
 impl Acquire for LockAcquire {
     type Grant = Held;
     type Pending = PendingAcquire;
+
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            kind: self.spec.kind.metric_kind(),
+            name: &self.spec.name,
+            client_id: &self.spec.shared.id,
+            owner: Some(self.owner),
+        }
+    }
 
     fn strategy(&self) -> Strategy {
         self.spec.kind.strategy(&self.spec)

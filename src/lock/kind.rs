@@ -71,6 +71,10 @@ pub(crate) trait LockKind: fmt::Debug + Send + Sync + 'static {
     /// The public type's name, for `Debug` output (`"Lock"`, `"FairLock"`, ...).
     fn label(&self) -> &'static str;
 
+    /// The kind as metrics and spans name it (`"lock"`, `"fair"`, ...; see
+    /// [`observe`](crate::observe)).
+    fn metric_kind(&self) -> &'static str;
+
     /// The hash field of `owner` of the client `client_id`: `<client id>:<owner id>` unless the
     /// kind marks its fields (the write lock's `:write`).
     fn field(&self, client_id: &str, owner: u64) -> String {

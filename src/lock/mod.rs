@@ -2,9 +2,10 @@
 //! and key names ([`reentrant`], [`fair`], [`rwlock`]), and what they share: the hold
 //! bookkeeping ([`hold`]), the guard ([`guard`]), the per-name core every public lock type
 //! wraps ([`LockCore`]), the [`lock_api!`] macro that gives each of them the same documented
-//! methods, and [`AnyLock`].
+//! methods, [`AnyLock`] and the [`DistributedLock`] trait.
 
 mod any;
+mod distributed;
 mod fair;
 mod fenced;
 mod guard;
@@ -16,6 +17,7 @@ mod rwlock;
 mod spin;
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,8 +28,10 @@ use crate::error::{Error, Result};
 use crate::options::{LockOptions, Ttl};
 use crate::owner::Owner;
 use crate::shared::Shared;
+use crate::with_lock::{WithLockOptions, run_section};
 
 pub use any::AnyLock;
+pub use distributed::DistributedLock;
 pub use fair::FairLock;
 pub use fenced::FencedLock;
 pub use guard::LockGuard;
@@ -148,6 +152,43 @@ impl LockCore {
         options: &LockOptions,
     ) -> Result<Option<LockGuard>> {
         self.acquire(Some(wait), options).await
+    }
+
+    /// Runs the section `f` under a hold taken with `options`, waiting for it as long as it
+    /// takes (the body of every single lock's `with_lock_options`).
+    pub(crate) async fn with_lock<F, Fut, T, E>(
+        &self,
+        options: &WithLockOptions,
+        f: F,
+    ) -> Result<T, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        let guard = self.lock(options.options()).await?;
+        run_section(guard, options.stops_on_lost(), f).await
+    }
+
+    /// [`with_lock`](Self::with_lock), waiting at most `wait`: `None` when the lock did not
+    /// come free in time, the section not run.
+    pub(crate) async fn try_with_lock<F, Fut, T, E>(
+        &self,
+        wait: Duration,
+        options: &WithLockOptions,
+        f: F,
+    ) -> Result<Option<T>, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        match self.try_lock(wait, options.options()).await? {
+            Some(guard) => run_section(guard, options.stops_on_lost(), f)
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
     }
 
     pub(crate) async fn force_unlock(&self) -> Result<bool> {
@@ -395,6 +436,290 @@ macro_rules! lock_api {
                 options: &$crate::LockOptions,
             ) -> $crate::Result<Option<$crate::LockGuard>> {
                 self.core.try_lock(wait, options).await
+            }
+
+            /// Acquires the lock with an explicit lease, waiting as long as it takes (Redisson's
+            /// `lock(leaseTime, unit)`): the lock expires `lease` after it is granted and is
+            /// never renewed. Shorthand for [`lock_with_options`](Self::lock_with_options) with
+            /// [`LockOptions::lease`](crate::LockOptions::lease).
+            ///
+            /// # Errors
+            ///
+            /// As [`lock`](Self::lock), plus
+            /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under
+            /// 1 ms.
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`lock`](Self::lock).
+            ///
+            /// # Examples
+            ///
+            /// ```rust,no_run
+            /// # #[tokio::main(flavor = "current_thread")]
+            /// # async fn main() -> Result<(), redisson_sync::Error> {
+            /// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379").unwrap();
+            /// use std::time::Duration;
+            ///
+            /// // Java: lock.lock(10, TimeUnit.SECONDS)
+            #[doc = concat!("let guard = ", $make, ".lock_with_lease(Duration::from_secs(10)).await?;")]
+            /// guard.unlock().await?;
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub async fn lock_with_lease(
+                &self,
+                lease: std::time::Duration,
+            ) -> $crate::Result<$crate::LockGuard> {
+                self.core
+                    .lock(&$crate::LockOptions::new().lease(lease))
+                    .await
+            }
+
+            /// Tries to acquire the lock for at most `wait`, with an explicit lease (Redisson's
+            /// `tryLock(waitTime, leaseTime, unit)`). Shorthand for
+            /// [`try_lock_with_options`](Self::try_lock_with_options) with
+            /// [`LockOptions::lease`](crate::LockOptions::lease).
+            ///
+            /// # Errors
+            ///
+            /// As [`try_lock_with_options`](Self::try_lock_with_options).
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`lock`](Self::lock).
+            ///
+            /// # Examples
+            ///
+            /// ```rust,no_run
+            /// # #[tokio::main(flavor = "current_thread")]
+            /// # async fn main() -> Result<(), redisson_sync::Error> {
+            /// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379").unwrap();
+            /// use std::time::Duration;
+            ///
+            /// // Java: lock.tryLock(2, 10, TimeUnit.SECONDS)
+            #[doc = concat!("let lock = ", $make, ";")]
+            /// if let Some(guard) = lock.try_lock_with_lease(Duration::from_secs(2), Duration::from_secs(10)).await? {
+            ///     guard.unlock().await?;
+            /// }
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub async fn try_lock_with_lease(
+                &self,
+                wait: std::time::Duration,
+                lease: std::time::Duration,
+            ) -> $crate::Result<Option<$crate::LockGuard>> {
+                self.core
+                    .try_lock(wait, &$crate::LockOptions::new().lease(lease))
+                    .await
+            }
+
+            /// Runs the critical section `f` under the lock and always releases it: Java's
+            /// `lock(); try { ... } finally { unlock(); }` in one call. Waits for the lock as
+            /// long as it takes ([`lock`](Self::lock)); the watchdog renews it while the section
+            /// runs. The section runs in the calling task, so the owner is the caller's
+            /// ([`Owner::current`](crate::Owner::current)); it does not see the guard (use
+            /// [`lock`](Self::lock) when it needs it, e.g. for a fencing token).
+            ///
+            /// The section returns `Result<T, E>`, with an error type `E` of the caller's
+            /// choosing that this crate's [`Error`](crate::Error) converts into
+            /// (`E: From<Error>`): `Error` itself, `Box<dyn std::error::Error + Send + Sync>`,
+            /// `anyhow::Error`, an application error with a `From<Error>` impl. One `?` then
+            /// handles the lock's errors and the section's alike, and an infallible section
+            /// returns `Ok::<_, Error>(value)`.
+            ///
+            /// # Release
+            ///
+            /// - **The section returns `Ok(v)`**: the release is awaited (as
+            ///   [`LockGuard::unlock`](crate::LockGuard::unlock)), then `Ok(v)` is returned,
+            ///   unless the release failed: its error is returned instead. The section's work
+            ///   is done then, but [`Error::LeaseLost`](crate::Error::LeaseLost) or
+            ///   [`Error::NotHeld`](crate::Error::NotHeld) say the lock may not have been
+            ///   exclusive all along (lost during the section), and a timeout that it may not
+            ///   be free yet: the caller must know.
+            /// - **The section returns `Err(e)`**: the release is awaited, then `Err(e)` is
+            ///   returned; the section's error wins, a release error is only logged (a
+            ///   `tracing` warning).
+            /// - **The section panics**: the panic propagates; the guard is dropped while
+            ///   unwinding, which schedules the release in a background task (as any dropped
+            ///   [`LockGuard`](crate::LockGuard)): the lock is free shortly after, not poisoned.
+            /// - **The `with_lock` future is dropped** (cancelled by a timeout, a `select!`, an
+            ///   aborted task): the section's future is dropped with it at its current
+            ///   `.await`, and the release is scheduled in the background likewise.
+            ///
+            /// Background releases need the client to live on: call
+            /// [`Client::shutdown`](crate::Client::shutdown) before the process exits.
+            ///
+            /// A section runs to its end even if the lock is lost meanwhile; to stop it as soon
+            /// as the guard's [lost signal](crate::LockGuard::lost) fires, use
+            /// [`with_lock_options`](Self::with_lock_options) with
+            /// [`WithLockOptions::stop_on_lost`](crate::WithLockOptions::stop_on_lost).
+            ///
+            /// # Errors
+            ///
+            /// The section's own error; the acquisition's, as [`lock`](Self::lock); the
+            /// release's, as [`LockGuard::unlock`](crate::LockGuard::unlock), when the section
+            /// succeeded.
+            ///
+            /// # Cancel safety
+            ///
+            /// Dropping the future leaves the lock as it was before the call: a dropped
+            /// acquisition is undone (as [`lock`](Self::lock)'s), a dropped section's hold is
+            /// released in the background. What the section did before it was dropped stays
+            /// done.
+            ///
+            /// # Examples
+            ///
+            /// An infallible section (the error type is this crate's):
+            ///
+            /// ```rust,no_run
+            /// # #[tokio::main(flavor = "current_thread")]
+            /// # async fn main() -> Result<(), redisson_sync::Error> {
+            /// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379").unwrap();
+            /// use redisson_sync::Error;
+            ///
+            #[doc = concat!("let lock = ", $make, ";")]
+            /// let answer = lock.with_lock(|| async { Ok::<_, Error>(6 * 7) }).await?;
+            /// assert_eq!(answer, 42);
+            /// # Ok(())
+            /// # }
+            /// ```
+            ///
+            /// A fallible section with its own error type: the lock's errors convert into it.
+            ///
+            /// ```rust,no_run
+            /// # #[tokio::main(flavor = "current_thread")]
+            /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+            /// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379").unwrap();
+            /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+            ///
+            /// async fn charge(order: u64) -> Result<String, BoxError> {
+            ///     if order == 0 {
+            ///         return Err("no such order".into());
+            ///     }
+            ///     Ok(format!("receipt-{order}"))
+            /// }
+            ///
+            #[doc = concat!("let lock = ", $make, ";")]
+            /// let receipt = lock.with_lock(|| charge(42)).await?;
+            /// assert_eq!(receipt, "receipt-42");
+            /// // The section's error comes back as is; the lock is released all the same.
+            /// assert!(lock.with_lock(|| charge(0)).await.is_err());
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub async fn with_lock<F, Fut, T, E>(&self, f: F) -> std::result::Result<T, E>
+            where
+                F: FnOnce() -> Fut,
+                Fut: std::future::Future<Output = std::result::Result<T, E>>,
+                E: From<$crate::Error>,
+            {
+                self.core
+                    .with_lock(&$crate::WithLockOptions::new(), f)
+                    .await
+            }
+
+            /// [`with_lock`](Self::with_lock) with the lease and owner of `options`, and, with
+            /// [`WithLockOptions::stop_on_lost`](crate::WithLockOptions::stop_on_lost), the
+            /// section stopped as soon as the lock is lost: its future is dropped at its
+            /// current `.await` and [`Error::LeaseLost`](crate::Error::LeaseLost) returned
+            /// (the watchdog finds a force-unlocked or expired lock at its next renewal, every
+            /// third of the watchdog timeout; an explicit lease is lost shortly before it ends).
+            /// Waits for the lock as long as it takes; see [`try_with_lock`](Self::try_with_lock)
+            /// for a bounded wait.
+            ///
+            /// # Errors
+            ///
+            /// As [`with_lock`](Self::with_lock), plus
+            /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the section was stopped and
+            /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under
+            /// 1 ms.
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`with_lock`](Self::with_lock).
+            ///
+            /// # Examples
+            ///
+            /// ```rust,no_run
+            /// # #[tokio::main(flavor = "current_thread")]
+            /// # async fn main() -> Result<(), redisson_sync::Error> {
+            /// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379").unwrap();
+            /// use std::time::Duration;
+            /// use redisson_sync::{Error, WithLockOptions};
+            ///
+            /// let opts = WithLockOptions::new().stop_on_lost(true);
+            #[doc = concat!("let lock = ", $make, ";")]
+            /// match lock.with_lock_options(&opts, || async {
+            ///     tokio::time::sleep(Duration::from_secs(1)).await; // ... long work ...
+            ///     Ok::<_, Error>(())
+            /// }).await {
+            ///     Ok(()) => println!("done"),
+            ///     Err(Error::LeaseLost { name }) => println!("{name} lost: work stopped"),
+            ///     Err(e) => return Err(e),
+            /// }
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub async fn with_lock_options<F, Fut, T, E>(
+                &self,
+                options: &$crate::WithLockOptions,
+                f: F,
+            ) -> std::result::Result<T, E>
+            where
+                F: FnOnce() -> Fut,
+                Fut: std::future::Future<Output = std::result::Result<T, E>>,
+                E: From<$crate::Error>,
+            {
+                self.core.with_lock(options, f).await
+            }
+
+            /// [`with_lock_options`](Self::with_lock_options), waiting at most `wait` for the
+            /// lock (Redisson's `tryLock(waitTime, ...)`, then the section): `Ok(None)` when
+            /// the lock did not come free in time, and the section was not run. Contention is
+            /// not an error, as for [`try_lock_for`](Self::try_lock_for). A zero `wait` makes
+            /// one attempt.
+            ///
+            /// # Errors
+            ///
+            /// As [`with_lock_options`](Self::with_lock_options); the acquisition's as
+            /// [`try_lock_for`](Self::try_lock_for).
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`with_lock`](Self::with_lock).
+            ///
+            /// # Examples
+            ///
+            /// ```rust,no_run
+            /// # #[tokio::main(flavor = "current_thread")]
+            /// # async fn main() -> Result<(), redisson_sync::Error> {
+            /// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379").unwrap();
+            /// use std::time::Duration;
+            /// use redisson_sync::{Error, WithLockOptions};
+            ///
+            /// let opts = WithLockOptions::new().lease(Duration::from_secs(10));
+            #[doc = concat!("let lock = ", $make, ";")]
+            /// match lock.try_with_lock(Duration::from_secs(2), &opts, || async { Ok::<_, Error>(1) }).await? {
+            ///     Some(n) => println!("ran: {n}"),
+            ///     None => println!("busy, not run"),
+            /// }
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub async fn try_with_lock<F, Fut, T, E>(
+                &self,
+                wait: std::time::Duration,
+                options: &$crate::WithLockOptions,
+                f: F,
+            ) -> std::result::Result<Option<T>, E>
+            where
+                F: FnOnce() -> Fut,
+                Fut: std::future::Future<Output = std::result::Result<T, E>>,
+                E: From<$crate::Error>,
+            {
+                self.core.try_with_lock(wait, options, f).await
             }
 
             #[doc = $force]

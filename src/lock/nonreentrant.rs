@@ -61,6 +61,7 @@ impl NonReentrantLock {
         let kind = NonReentrant {
             inner: reentrant_kind(&name),
             label: "NonReentrantLock",
+            metric_kind: "nonreentrant",
         };
         Self {
             core: LockCore::new(shared, Arc::new(kind), name.into()),
@@ -94,6 +95,7 @@ impl NonReentrantFairLock {
         let kind = NonReentrant {
             inner: fair_kind(&name),
             label: "NonReentrantFairLock",
+            metric_kind: "nonreentrant_fair",
         };
         Self {
             core: LockCore::new(shared, Arc::new(kind), name.into()),
@@ -106,11 +108,16 @@ impl NonReentrantFairLock {
 struct NonReentrant {
     inner: Arc<dyn LockKind>,
     label: &'static str,
+    metric_kind: &'static str,
 }
 
 impl LockKind for NonReentrant {
     fn label(&self) -> &'static str {
         self.label
+    }
+
+    fn metric_kind(&self) -> &'static str {
+        self.metric_kind
     }
 
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {

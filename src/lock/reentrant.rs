@@ -135,6 +135,10 @@ impl LockKind for Reentrant {
         "Lock"
     }
 
+    fn metric_kind(&self) -> &'static str {
+        "lock"
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
         Box::pin(async move {
             let hold = req.hold;

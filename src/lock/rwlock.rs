@@ -275,6 +275,10 @@ impl LockKind for Read {
         "ReadLock"
     }
 
+    fn metric_kind(&self) -> &'static str {
+        "read"
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
         Box::pin(async move {
             let hold = req.hold;
@@ -353,6 +357,10 @@ struct Write {
 impl LockKind for Write {
     fn label(&self) -> &'static str {
         "WriteLock"
+    }
+
+    fn metric_kind(&self) -> &'static str {
+        "write"
     }
 
     fn field(&self, client_id: &str, owner: u64) -> String {

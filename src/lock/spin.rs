@@ -174,6 +174,10 @@ impl LockKind for Spin {
         "SpinLock"
     }
 
+    fn metric_kind(&self) -> &'static str {
+        "spin"
+    }
+
     fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
         self.inner.acquire(req)
     }

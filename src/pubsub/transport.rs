@@ -51,6 +51,8 @@ pub(crate) struct Transport {
     link: Option<(PubSubSink, PubSubStream)>,
     ping_interval: Duration,
     command_timeout: Duration,
+    /// A connection was up before: the next one is a reconnection (for the metrics).
+    connected_before: bool,
 }
 
 enum Event {
@@ -75,6 +77,7 @@ impl Transport {
             link: None,
             ping_interval,
             command_timeout,
+            connected_before: false,
         }
     }
 
@@ -221,7 +224,13 @@ impl Transport {
                 return;
             }
             match self.connect().await {
-                Ok(()) => break,
+                Ok(()) => {
+                    if std::mem::replace(&mut self.connected_before, true) {
+                        crate::observe::pubsub_reconnected();
+                        tracing::debug!("pub/sub connection re-established");
+                    }
+                    break;
+                }
                 Err(e) => {
                     let pause = RECONNECT_BACKOFF[attempt.min(RECONNECT_BACKOFF.len() - 1)];
                     tracing::warn!(error = %e, ?pause, "pub/sub reconnection failed");

@@ -6,11 +6,13 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::{Cmd, Script};
+use tracing::Instrument;
 
 use super::{PermitId, bool_reply, check_permits, duration_ms, int_reply};
 use crate::conn::{Call, Delivery};
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::observe::{self, Subject, Tag};
 use crate::pubsub::WakePolicy;
 use crate::shared::Shared;
 use crate::wait::{self, Acquire, Backoff, BoxFuture, Detachable, Step, Strategy};
@@ -265,6 +267,7 @@ impl Semaphore {
             semaphore: Some(self.clone()),
             count: permits,
             marker: Some(marker),
+            hold: Some(self.inner.tag().hold()),
         }))
     }
 
@@ -273,6 +276,7 @@ impl Semaphore {
             semaphore: (count > 0).then(|| self.clone()),
             count,
             marker: None,
+            hold: None,
         }
     }
 
@@ -310,6 +314,23 @@ impl Semaphore {
 }
 
 impl Inner {
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            kind: "semaphore",
+            name: &self.name,
+            client_id: &self.shared.id,
+            owner: None,
+        }
+    }
+
+    fn tag(&self) -> Tag {
+        Tag::new(
+            "semaphore",
+            &self.name,
+            self.shared.config.metrics_name_label,
+        )
+    }
+
     async fn try_set(&self, permits: i32, ttl_ms: Option<i64>) -> Result<bool> {
         self.shared.ensure_open()?;
         let mut invocation = TRY_SET.prepare_invoke();
@@ -327,9 +348,21 @@ impl Inner {
         bool_reply("semaphore/try_set.lua", self.shared.conn.call(call).await?)
     }
 
-    /// Runs the release script once; a lost reply is cut off (so it cannot run later) and
-    /// reported, never sent again.
+    /// Runs the release script once, in a `release` span; a lost reply is cut off (so it
+    /// cannot run later) and reported, never sent again.
     async fn release(&self, permits: u32, if_exists: bool, marker: Option<&str>) -> Result<bool> {
+        let span = self.subject().release_span();
+        self.release_in_span(permits, if_exists, marker)
+            .instrument(span)
+            .await
+    }
+
+    async fn release_in_span(
+        &self,
+        permits: u32,
+        if_exists: bool,
+        marker: Option<&str>,
+    ) -> Result<bool> {
         self.shared.ensure_open()?;
         let mut invocation = RELEASE.prepare_invoke();
         invocation.key(&*self.name).key(&*self.channel);
@@ -416,6 +449,10 @@ impl Acquire for SemaphoreAcquire {
     type Grant = Arc<str>;
     type Pending = PendingGrant;
 
+    fn subject(&self) -> Subject<'_> {
+        self.inner.subject()
+    }
+
     fn strategy(&self) -> Strategy {
         Strategy::PubSub {
             channel: self.inner.channel.to_string(),
@@ -489,6 +526,8 @@ pub struct Permits {
     count: u32,
     /// The acquisition's grant marker, deleted with the release.
     marker: Option<Arc<str>>,
+    /// Counts the hold in the metrics until the permits are released, dropped or forgotten.
+    hold: Option<observe::Hold>,
 }
 
 impl fmt::Debug for Permits {
@@ -521,6 +560,7 @@ impl Permits {
         let permits = self.count;
         let marker = self.marker.take();
         let name = inner.name.clone();
+        let _hold = self.hold.take();
         let call = async move {
             inner
                 .release(permits, false, marker.as_deref())

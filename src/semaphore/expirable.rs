@@ -7,6 +7,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::{Cmd, Script, ScriptInvocation, Value};
+use tracing::Instrument;
 
 use super::counting::TRY_SET;
 use super::{bool_reply, check_permits, duration_ms, int_reply, now_epoch_ms};
@@ -14,6 +15,7 @@ use crate::conn::{Call, Delivery};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::lock::unexpected;
+use crate::observe::Subject;
 use crate::pubsub::WakePolicy;
 use crate::shared::Shared;
 use crate::wait::{self, Acquire, BoxFuture, Step, Strategy};
@@ -465,6 +467,15 @@ impl PermitExpirableSemaphore {
 }
 
 impl Inner {
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            kind: "permit_semaphore",
+            name: &self.name,
+            client_id: &self.shared.id,
+            owner: None,
+        }
+    }
+
     async fn count(&self, what: &'static str) -> Result<i64> {
         self.shared.ensure_open()?;
         let mut invocation = COUNT.prepare_invoke();
@@ -529,29 +540,34 @@ impl Inner {
         invocation: &ScriptInvocation<'_>,
         ids: &[PermitId],
     ) -> Result<Released> {
-        let mut sends = 0;
-        loop {
-            sends += 1;
-            let delivery = Delivery::default();
-            let call = Call::write("release", &self.name, invocation).tracked(&delivery);
-            match self.shared.conn.call(call).await {
-                Ok(reply) => return Ok(Released::Reply(reply)),
-                Err(e) if e.outcome_unknown() && delivery.was_sent() => {
-                    if !self.shared.conn.cut_off(&delivery, &self.name).await? {
-                        tracing::warn!(semaphore = %self.name, "a release of unknown outcome could not be cut off; it may still take effect");
+        let span = self.subject().release_span();
+        async {
+            let mut sends = 0;
+            loop {
+                sends += 1;
+                let delivery = Delivery::default();
+                let call = Call::write("release", &self.name, invocation).tracked(&delivery);
+                match self.shared.conn.call(call).await {
+                    Ok(reply) => return Ok(Released::Reply(reply)),
+                    Err(e) if e.outcome_unknown() && delivery.was_sent() => {
+                        if !self.shared.conn.cut_off(&delivery, &self.name).await? {
+                            tracing::warn!(semaphore = %self.name, "a release of unknown outcome could not be cut off; it may still take effect");
+                        }
+                        let present = self.present(ids).await?;
+                        if present == 0 {
+                            return Ok(Released::Ran);
+                        }
+                        if present < ids.len() || sends == 2 {
+                            return Err(e);
+                        }
+                        tracing::debug!(semaphore = %self.name, error = %e, "a release did not run; sending it again");
                     }
-                    let present = self.present(ids).await?;
-                    if present == 0 {
-                        return Ok(Released::Ran);
-                    }
-                    if present < ids.len() || sends == 2 {
-                        return Err(e);
-                    }
-                    tracing::debug!(semaphore = %self.name, error = %e, "a release did not run; sending it again");
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
             }
         }
+        .instrument(span)
+        .await
     }
 
     /// How many of `ids` are acquired permits now.
@@ -621,6 +637,10 @@ impl ExpirableAcquire {
 impl Acquire for ExpirableAcquire {
     type Grant = Vec<PermitId>;
     type Pending = PendingIds;
+
+    fn subject(&self) -> Subject<'_> {
+        self.inner.subject()
+    }
 
     fn strategy(&self) -> Strategy {
         Strategy::PubSub {

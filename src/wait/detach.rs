@@ -4,12 +4,15 @@
 //! an acquire or release awaits a [`Detachable`] directly (no task hop on the normal path); if
 //! the caller is dropped or times out before the call completes, the rest of the call moves to
 //! a task of the client, which hands the eventual outcome to a `finish` step (for an acquire:
-//! undo a grant nobody received).
+//! undo a grant nobody received). The task runs in the span current when the future was made
+//! (the acquire's or release's), so its logs still name the lock.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+
+use tracing::Instrument;
 
 use crate::shared::Shared;
 
@@ -24,6 +27,8 @@ pub(crate) struct Detachable<T: Send + 'static> {
     call: Option<BoxFuture<'static, T>>,
     finish: Option<Finish<T>>,
     shared: Arc<Shared>,
+    /// The span the background task runs in.
+    span: tracing::Span,
 }
 
 impl<T: Send + 'static> Detachable<T> {
@@ -37,6 +42,7 @@ impl<T: Send + 'static> Detachable<T> {
             call: Some(Box::pin(call)),
             finish: Some(Box::new(move |output| Box::pin(finish(output)))),
             shared: shared.clone(),
+            span: tracing::Span::current(),
         }
     }
 }
@@ -59,10 +65,11 @@ impl<T: Send + 'static> Future for Detachable<T> {
 impl<T: Send + 'static> Drop for Detachable<T> {
     fn drop(&mut self) {
         if let (Some(call), Some(finish)) = (self.call.take(), self.finish.take()) {
+            let span = std::mem::replace(&mut self.span, tracing::Span::none());
             drop(
                 self.shared
                     .tasks
-                    .spawn(async move { finish(call.await).await }),
+                    .spawn(async move { finish(call.await).await }.instrument(span)),
             );
         }
     }

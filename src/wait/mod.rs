@@ -28,8 +28,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::task::task_tracker::TaskTrackerToken;
+use tracing::Instrument;
 
 use crate::error::{Error, Result};
+use crate::observe::{self, Acquisition, Subject, Tag};
 use crate::pubsub::WakePolicy;
 use crate::shared::Shared;
 
@@ -68,6 +70,10 @@ pub(crate) trait Acquire: Send + Sync + 'static {
     type Grant: Send + 'static;
     /// What an attempt of unknown outcome keeps until it is resolved.
     type Pending: Send + 'static;
+
+    /// What the acquisition's metrics and spans carry: the primitive's kind (its metrics
+    /// label, see [`observe`]), name, client and owner.
+    fn subject(&self) -> Subject<'_>;
 
     /// How a waiter waits between attempts (asked only when the first attempt found the
     /// primitive busy).
@@ -114,10 +120,29 @@ pub(crate) enum Strategy {
 /// Acquires through `acq`: `wait` = `None` waits for ever, `Some(ZERO)` makes one attempt
 /// (retried once if it was resolved as not applied), `Some(d)` waits at most `d` (a `d` too
 /// long for the clock counts as no deadline).
+///
+/// It runs in an `acquire` span and records the acquisition's metrics ([`observe`]).
 pub(crate) async fn acquire<A: Acquire>(
     shared: &Arc<Shared>,
     acq: Arc<A>,
     wait: Option<Duration>,
+) -> Result<Option<A::Grant>> {
+    let subject = acq.subject();
+    let span = subject.acquire_span(wait);
+    let tag = Tag::new(subject.kind, subject.name, shared.config.metrics_name_label);
+    let acquisition = Acquisition::start(tag.clone());
+    let result = acquire_in_span(shared, acq, wait, tag)
+        .instrument(span.clone())
+        .await;
+    observe::acquisition_ended(acquisition, &span, &result);
+    result
+}
+
+async fn acquire_in_span<A: Acquire>(
+    shared: &Arc<Shared>,
+    acq: Arc<A>,
+    wait: Option<Duration>,
+    tag: Tag,
 ) -> Result<Option<A::Grant>> {
     shared.ensure_open()?;
     let single = wait == Some(Duration::ZERO);
@@ -127,6 +152,7 @@ pub(crate) async fn acquire<A: Acquire>(
         acq,
         wait,
         single,
+        tag,
     };
     // From the first waiting attempt on, the waiter may leave a trace (a queue entry) that
     // must be cleaned up if it leaves without a grant.
@@ -153,6 +179,7 @@ pub(crate) async fn acquire<A: Acquire>(
     if single {
         return Ok(None);
     }
+    let _waiting = waiter.tag.waiting();
     let result = match waiter.acq.strategy() {
         Strategy::PubSub { channel, policy } => waiter.by_messages(&channel, policy).await,
         Strategy::Backoff(backoff) => waiter.by_backoff(backoff).await,
@@ -191,6 +218,8 @@ struct Waiter<A: Acquire> {
     wait: Option<Duration>,
     deadline: Option<Instant>,
     single: bool,
+    /// The acquisition's metric labels.
+    tag: Tag,
 }
 
 impl<A: Acquire> Waiter<A> {
@@ -254,13 +283,18 @@ impl<A: Acquire> Waiter<A> {
             // background (undoing a grant it finds).
             Step::Unknown(pending, e) if e.is_timeout() && !contended => {
                 let finish = self.finish();
-                drop(self.shared.tasks.spawn(finish(Step::Unknown(
+                let resolve = finish(Step::Unknown(
                     pending,
                     Error::Timeout {
                         operation: "acquire",
                         after: self.command_timeout(),
                     },
-                ))));
+                ));
+                drop(
+                    self.shared
+                        .tasks
+                        .spawn(resolve.instrument(tracing::Span::current())),
+                );
                 Attempted::Failed(e)
             }
             Step::Unknown(pending, e) => self.resolve(pending, e, contended).await,
@@ -363,10 +397,12 @@ impl<A: Acquire> Waiter<A> {
             // not lost (tokio's `Notified::enable` pattern).
             notified.as_mut().enable();
             let attempted_at = Instant::now();
+            let mut busy = false;
             let mut wake_at = match self.attempt(true).await {
                 Attempted::Granted(g) => return Ok(Some(g)),
                 Attempted::GaveUp => return Ok(None),
                 Attempted::Busy(hint) => {
+                    busy = true;
                     transient.reset();
                     // Until a message wakes it: the hint (the lock's TTL, a permit's lease
                     // end), like a Redisson waiter; the channel's re-checker re-checks every
@@ -403,7 +439,14 @@ impl<A: Acquire> Waiter<A> {
                     biased;
                     () = self.shared.tasks.shutdown_signal() => return Err(Error::Shutdown),
                     () = &mut notified => break,
-                    () = tokio::time::sleep_until(wake_at) => break,
+                    () = tokio::time::sleep_until(wake_at) => {
+                        // Woken by the timer, not by a message: a re-check.
+                        if busy {
+                            self.tag.rechecked();
+                            tracing::trace!(channel, "re-checking without a message");
+                        }
+                        break;
+                    }
                     () = role => {
                         // The re-checker left: take its role and re-check on schedule.
                         if subscription.claim_recheck() {
@@ -440,13 +483,22 @@ impl<A: Acquire> Waiter<A> {
     }
 }
 
-/// Runs the give-up cleanup once, logging a failure.
+/// Runs the give-up cleanup once, in a `give_up` span, logging a failure.
 async fn run_give_up<A: Acquire>(acq: &A, wait: Option<Duration>) {
-    if let Some(cleanup) = acq.give_up(wait)
-        && let Err(e) = cleanup.await
-    {
-        tracing::warn!(error = %e, "give-up cleanup failed; what the waiter left ages out");
+    let Some(cleanup) = acq.give_up(wait) else {
+        return;
+    };
+    let span = acq.subject().give_up_span();
+    async {
+        match cleanup.await {
+            Ok(()) => tracing::debug!("waiter left; cleaned up"),
+            Err(e) => {
+                tracing::warn!(error = %e, "give-up cleanup failed; what the waiter left ages out");
+            }
+        }
     }
+    .instrument(span)
+    .await;
 }
 
 /// The give-up cleanup of a waiter, armed while it waits: run inline (within the caller's

@@ -22,6 +22,7 @@ struct Fake {
     resolved: AtomicUsize,
     gave_up: AtomicUsize,
     trace: bool,
+    name: Arc<str>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -33,6 +34,15 @@ enum Scripted {
 impl Acquire for Fake {
     type Grant = u64;
     type Pending = u64;
+
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            kind: "lock",
+            name: &self.name,
+            client_id: "fake",
+            owner: None,
+        }
+    }
 
     fn strategy(&self) -> Strategy {
         Strategy::Backoff(Backoff::exponential(

@@ -8,6 +8,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::observe::Tag;
+
 /// Why a hold stopped being vouched for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Loss {
@@ -38,6 +40,8 @@ pub(crate) struct Lease {
     state: AtomicU8,
     /// Wakes [`lost`](Self::lost) futures when the state changes.
     signal: watch::Sender<()>,
+    /// The metric labels of the hold, for the lost-leases counter.
+    tag: Tag,
 }
 
 /// The margin kept before `valid_until` for clock drift between the client and Redis
@@ -50,14 +54,16 @@ pub(crate) fn margin(lease: Duration) -> Duration {
 }
 
 impl Lease {
-    /// A hold granted by a request sent at `sent`, leased for `lease`.
-    pub(crate) fn new(sent: Instant, lease: Duration) -> Arc<Self> {
+    /// A hold (of the primitive `tag` labels) granted by a request sent at `sent`, leased for
+    /// `lease`.
+    pub(crate) fn new(sent: Instant, lease: Duration, tag: Tag) -> Arc<Self> {
         let this = Self {
             base: sent,
             valid_until: AtomicU64::new(0),
             margin: margin(lease),
             state: AtomicU8::new(VALID),
             signal: watch::Sender::new(()),
+            tag,
         };
         this.confirm(sent, lease);
         Arc::new(this)
@@ -88,7 +94,7 @@ impl Lease {
             .unwrap_or_else(far_future)
     }
 
-    /// Marks the hold lost (the first reason sticks).
+    /// Marks the hold lost (the first reason sticks); the first time counts a lost lease.
     pub(crate) fn raise(&self, loss: Loss) {
         let state = match loss {
             Loss::Gone => GONE,
@@ -99,6 +105,7 @@ impl Lease {
             .compare_exchange(VALID, state, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
+            self.tag.lease_lost();
             self.signal.send_replace(());
         }
     }
@@ -151,7 +158,7 @@ mod tests {
     async fn a_lease_is_lost_at_its_deadline_unless_confirmed() {
         let lease = Duration::from_millis(1000);
         let start = Instant::now();
-        let l = Lease::new(start, lease);
+        let l = Lease::new(start, lease, Tag::kind_only("lock"));
         assert_eq!(l.valid_until(), start + lease);
         assert_eq!(l.deadline(), start + lease - margin(lease));
         assert!(!l.is_lost());
@@ -171,7 +178,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_raised_loss_sticks_with_its_first_reason() {
-        let l = Lease::new(Instant::now(), Duration::from_secs(60));
+        let l = Lease::new(
+            Instant::now(),
+            Duration::from_secs(60),
+            Tag::kind_only("lock"),
+        );
         l.raise(Loss::Gone);
         l.raise(Loss::Expired);
         assert_eq!(l.loss(), Some(Loss::Gone));

@@ -17,9 +17,12 @@ use std::time::Duration;
 
 use redis::Value;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::conn::{Call, Conn};
 use crate::fasthash::FastMap;
+use crate::observe::{self, Subject, Tag};
+use crate::owner::Owner;
 use crate::tasks::Tasks;
 
 pub(crate) use lease::{Lease, Loss};
@@ -39,6 +42,9 @@ struct Entry {
     guards: usize,
     lease: Arc<Lease>,
     renewal: Arc<dyn Renewal>,
+    /// What the hold's metrics and spans carry: its primitive's labels and its owner.
+    tag: Tag,
+    owner: Option<Owner>,
 }
 
 #[derive(Debug, Default)]
@@ -74,6 +80,7 @@ impl Watchdog {
     /// Starts the renewal task as a service of `tasks`.
     pub(crate) fn start(
         conn: Arc<Conn>,
+        client_id: Arc<str>,
         lease: Duration,
         period: Duration,
         batch_size: usize,
@@ -83,6 +90,7 @@ impl Watchdog {
         tasks.spawn_service(renew_loop(
             Arc::downgrade(&registry),
             conn,
+            client_id,
             lease,
             period,
             batch_size,
@@ -92,13 +100,15 @@ impl Watchdog {
 
     /// Starts renewing `field`'s hold of `key` the `renewal` way (or counts one more guard on
     /// it), after an acquire sent at `sent` was confirmed; returns the lease the guards of
-    /// this hold share.
+    /// this hold share. `tag` and `owner` are what its metrics and spans carry.
     pub(crate) fn register(
         &self,
         renewal: &Arc<dyn Renewal>,
         key: &Arc<str>,
         field: &Arc<str>,
         sent: Instant,
+        tag: &Tag,
+        owner: Option<Owner>,
     ) -> Arc<Lease> {
         let watched = Watched {
             kind: renewal.kind(),
@@ -107,8 +117,10 @@ impl Watchdog {
         };
         let fresh = || Entry {
             guards: 0,
-            lease: Lease::new(sent, self.lease),
+            lease: Lease::new(sent, self.lease, tag.clone()),
             renewal: renewal.clone(),
+            tag: tag.clone(),
+            owner,
         };
         let mut entries = self.registry.entries();
         let entry = entries.entry(watched).or_insert_with(fresh);
@@ -150,6 +162,7 @@ impl Watchdog {
 async fn renew_loop(
     registry: Weak<Registry>,
     conn: Arc<Conn>,
+    client_id: Arc<str>,
     lease: Duration,
     period: Duration,
     batch_size: usize,
@@ -169,6 +182,8 @@ async fn renew_loop(
                 watched: watched.clone(),
                 lease: entry.lease.clone(),
                 renewal: entry.renewal.clone(),
+                tag: entry.tag.clone(),
+                owner: entry.owner,
             });
         }
         drop(live);
@@ -178,13 +193,19 @@ async fn renew_loop(
             let (expired, due): (Vec<&Renew>, Vec<&Renew>) =
                 holds.iter().partition(|r| r.lease.is_lost());
             for r in expired {
-                tracing::warn!(lock = %r.watched.key, holder = %r.watched.field, "lock lost: no renewal was confirmed within its lease");
+                r.span(&client_id).in_scope(|| {
+                    tracing::warn!(lock = %r.watched.key, holder = %r.watched.field, "lock lost: no renewal was confirmed within its lease");
+                });
                 if let Some(live) = registry.upgrade() {
                     live.remove(&r.watched, &r.lease);
                 }
             }
             for batch in due.chunks(batch_size) {
-                renew_batch(&registry, &conn, &lease_ms, lease, batch).await;
+                let span =
+                    observe::renewal_batch_span(batch[0].watched.kind, batch.len(), &client_id);
+                renew_batch(&registry, &conn, &client_id, &lease_ms, lease, batch)
+                    .instrument(span)
+                    .await;
             }
         }
     }
@@ -194,6 +215,21 @@ struct Renew {
     watched: Watched,
     lease: Arc<Lease>,
     renewal: Arc<dyn Renewal>,
+    tag: Tag,
+    owner: Option<Owner>,
+}
+
+impl Renew {
+    /// The span of this hold's renewal result.
+    fn span(&self, client_id: &str) -> tracing::Span {
+        Subject {
+            kind: self.tag.kind(),
+            name: &self.watched.key,
+            client_id,
+            owner: self.owner,
+        }
+        .renewal_span()
+    }
 }
 
 /// Renews one batch of holds of one kind: confirms the lease of every hold still held,
@@ -201,6 +237,7 @@ struct Renew {
 async fn renew_batch(
     registry: &Weak<Registry>,
     conn: &Conn,
+    client_id: &str,
     lease_ms: &str,
     lease: Duration,
     batch: &[&Renew],
@@ -220,17 +257,22 @@ async fn renew_batch(
         Ok(Value::Array(replies)) if replies.len() == batch.len() => replies,
         Ok(other) => {
             tracing::warn!(reply = ?other, kind = first.watched.kind, "unexpected reply from a renewal script");
+            batch.iter().for_each(|r| r.tag.renewal_failed());
             return;
         }
         Err(e) => {
             tracing::warn!(error = %e, holds = batch.len(), "lease renewal failed; retrying at the next tick");
+            batch.iter().for_each(|r| r.tag.renewal_failed());
             return;
         }
     };
     let live = registry.upgrade();
     for (r, reply) in batch.iter().zip(replies) {
+        let _span = r.span(client_id).entered();
         if matches!(reply, Value::Int(1)) {
             r.lease.confirm(sent, lease);
+            r.tag.renewed();
+            tracing::trace!("lease renewed");
         } else {
             tracing::warn!(lock = %r.watched.key, holder = %r.watched.field, "lock lost: the watchdog found its holder gone");
             r.lease.raise(Loss::Gone);
