@@ -52,6 +52,13 @@ mod rwlock;
 #[path = "semaphore.rs"]
 mod semaphore;
 
+// The lock variants (fenced, spin, non-reentrant) and inspection of Java-made structures with
+// the CLI: child modules, so they share the helpers and macros above.
+#[path = "inspect.rs"]
+mod inspect;
+#[path = "lock_kinds.rs"]
+mod lock_kinds;
+
 type Run = fn(&Ctx, Impl, Impl) -> Result<String, String>;
 
 pub struct Scenario {
@@ -213,6 +220,48 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         run: semaphore::latch_wake_up,
+    },
+    Scenario {
+        name: "fenced tokens",
+        smoke: true,
+        directed: true,
+        run: lock_kinds::fenced_tokens,
+    },
+    Scenario {
+        name: "fenced wake-up",
+        smoke: true,
+        directed: true,
+        run: lock_kinds::fenced_wake_up,
+    },
+    Scenario {
+        name: "spin polling",
+        smoke: true,
+        directed: true,
+        run: lock_kinds::spin_polling,
+    },
+    Scenario {
+        name: "nonreentrant",
+        smoke: false,
+        directed: true,
+        run: lock_kinds::nonreentrant,
+    },
+    Scenario {
+        name: "nonreentrant fair",
+        smoke: false,
+        directed: true,
+        run: lock_kinds::nonreentrant_fair,
+    },
+    Scenario {
+        name: "inspect java structures",
+        smoke: false,
+        directed: false,
+        run: inspect::inspect_java,
+    },
+    Scenario {
+        name: "watch a java handoff",
+        smoke: false,
+        directed: false,
+        run: inspect::watch_java_handoff,
     },
 ];
 
