@@ -554,3 +554,44 @@ async fn listings_are_cut_at_the_limit() {
         g.unlock().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn a_token_lock_shows_its_one_holder_in_each_format() {
+    use redisson_sync::TokenFormat;
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let c = client(&server);
+    for format in [
+        TokenFormat::Random,
+        TokenFormat::ClientId,
+        TokenFormat::ClientIdAndOwner,
+    ] {
+        let name = unique_name("inspect-token");
+        let guard = c
+            .token_lock(&name)
+            .with_format(format)
+            .lock_with_options(&owner(9))
+            .await
+            .unwrap();
+        let s = inspect(&mut raw, &c, &name).await;
+        assert_eq!(s.kind, StructureKind::Token, "{format:?}");
+        assert_eq!(s.kind.as_str(), "token");
+        assert!(matches!(s.ttl, Ttl::Remaining(_)), "{:?}", s.ttl);
+        assert_eq!(s.holders.len(), 1);
+        let h = &s.holders[0];
+        assert_eq!((h.field.as_str(), h.count), (guard.token(), 1));
+        match format {
+            TokenFormat::ClientIdAndOwner => {
+                assert_eq!((h.client_id.as_deref(), h.owner), (Some(c.id()), Some(9)));
+                assert!(h.this_client);
+            }
+            TokenFormat::ClientId => {
+                assert_eq!((h.client_id.as_deref(), h.owner), (Some(c.id()), None));
+                assert!(h.this_client);
+            }
+            _ => assert_eq!((h.client_id.as_deref(), h.this_client), (None, false)),
+        }
+        guard.unlock().await.unwrap();
+    }
+    c.shutdown().await;
+}

@@ -41,7 +41,7 @@ async fn wrong_type(session: &mut Session, key: &str) -> Failure {
         .unwrap_or_else(|_| "value of another type".to_owned());
     let what = match kind.as_str() {
         "hash" => "a Redis hash whose values are not hold counts".to_owned(),
-        "string" => "a Redis string that is not an integer".to_owned(),
+        "string" => "a Redis string that is neither an integer nor a token lock's token".to_owned(),
         other => format!("a Redis {other}"),
     };
     Failure(format!(
@@ -409,7 +409,11 @@ pub(crate) async fn force_unlock(session: &mut Session, name: &str, yes: bool) -
                 }
             )));
         }
-        StructureKind::Lock | StructureKind::Fair | StructureKind::Rw | StructureKind::Fenced
+        StructureKind::Lock
+        | StructureKind::Fair
+        | StructureKind::Rw
+        | StructureKind::Fenced
+        | StructureKind::Token
             if s.is_held() => {}
         _ => {
             let what = match s.kind {

@@ -663,7 +663,7 @@ async fn clear_errors() {
     let () = raw.set("greeting", "hello").await.unwrap();
     let out = cli(&server, &["inspect", "greeting", "--json"]).await;
     assert!(
-        stderr(&out).contains("a Redis string that is not an integer"),
+        stderr(&out).contains("a Redis string that is neither an integer nor a token lock"),
         "{}",
         stderr(&out)
     );

@@ -22,7 +22,8 @@
 --   [1] TYPE N   [2] PTTL N
 --   [3] a hash N: HLEN; a string N: STRLEN; else 0
 --   [4] a hash N: flat field, value list of at most `limit` fields (all of them when HLEN <=
---       limit); a string N of at most 20 bytes: its value; else false
+--       limit); a string N of at most 256 bytes (a counter, or a token lock's token): its
+--       value; else false
 --   [5] a hash N: HGET N mode; else false
 --   [6] TYPE queue   [7] LLEN queue   [8] flat field, deadline list of the first `limit`
 --       waiters, head first; the deadline is ZSCORE of KEYS[3], false when missing
@@ -58,7 +59,7 @@ if kind == 'hash' then
 elseif kind == 'string' then
     local len = redis.call('strlen', KEYS[1])
     reply[3] = len
-    if len <= 20 then
+    if len <= 256 then
         reply[4] = redis.call('get', KEYS[1])
     end
 end

@@ -81,13 +81,17 @@ pub enum StructureKind {
     PermitSemaphore,
     /// A count-down latch (`RCountDownLatch`): an integer string, §6.6.
     Latch,
+    /// A [`TokenLock`](crate::TokenLock) (not a Redisson structure): a string holding the
+    /// holder's token, shown as its one holder (parsed into client id and owner when it has
+    /// the `<uuid>:<owner>` or `<uuid>` shape).
+    Token,
     /// Nothing at all under the name.
     None,
 }
 
 impl StructureKind {
     /// The kind's short name: `lock`, `fair`, `rw`, `fenced`, `semaphore`,
-    /// `permit_semaphore`, `latch` or `none` (the CLI's `kind`).
+    /// `permit_semaphore`, `latch`, `token` or `none` (the CLI's `kind`).
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Lock => "lock",
@@ -97,13 +101,17 @@ impl StructureKind {
             Self::Semaphore => "semaphore",
             Self::PermitSemaphore => "permit_semaphore",
             Self::Latch => "latch",
+            Self::Token => "token",
             Self::None => "none",
         }
     }
 
-    /// `true` for the lock kinds (`Lock`, `Fair`, `Rw`, `Fenced`).
+    /// `true` for the lock kinds (`Lock`, `Fair`, `Rw`, `Fenced`, `Token`).
     pub fn is_lock(&self) -> bool {
-        matches!(self, Self::Lock | Self::Fair | Self::Rw | Self::Fenced)
+        matches!(
+            self,
+            Self::Lock | Self::Fair | Self::Rw | Self::Fenced | Self::Token
+        )
     }
 }
 

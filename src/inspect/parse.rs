@@ -239,11 +239,15 @@ impl Reply {
                 };
             }
             "string" => {
-                let value: i64 = self
-                    .value
-                    .as_deref()
-                    .and_then(|v| v.parse().ok())
-                    .ok_or_else(wrong_type)?;
+                let raw = self.value.as_deref().ok_or_else(wrong_type)?;
+                let Ok(value) = raw.parse::<i64>() else {
+                    // A token lock's value: `<32 hex>`, `<uuid>` or `<uuid>:<owner>`; any
+                    // other text is not a structure this crate knows.
+                    let holder = token_holder(raw, client_id).filter(|_| !has_permits);
+                    snapshot.holders.push(holder.ok_or_else(wrong_type)?);
+                    snapshot.kind = StructureKind::Token;
+                    return Ok(snapshot);
+                };
                 snapshot.kind = if has_permits {
                     StructureKind::PermitSemaphore
                 } else {
@@ -368,6 +372,36 @@ fn holder(field: &str, count: i64, rw: bool, client_id: &str) -> Holder {
         count,
         mode,
     }
+}
+
+/// The holder of a token lock, when `value` has the shape of one of the token lock's formats:
+/// `<uuid>:<owner>`, `<uuid>` (parsed into client id and owner) or 32 hex characters (a random
+/// token); `None` for any other text.
+fn token_holder(value: &str, client_id: &str) -> Option<Holder> {
+    let is_uuid = |v: &str| {
+        v.len() == 36
+            && v.char_indices().all(|(i, c)| {
+                if [8, 13, 18, 23].contains(&i) {
+                    c == '-'
+                } else {
+                    c.is_ascii_hexdigit()
+                }
+            })
+    };
+    let (client, owner) = match parse_field(value) {
+        Some((client, owner)) if is_uuid(client) => (Some(client), Some(owner)),
+        _ if is_uuid(value) => (Some(value), None),
+        _ if value.len() == 32 && value.chars().all(|c| c.is_ascii_hexdigit()) => (None, None),
+        _ => return None,
+    };
+    Some(Holder {
+        field: value.to_owned(),
+        this_client: client == Some(client_id),
+        client_id: client.map(str::to_owned),
+        owner,
+        count: 1,
+        mode: None,
+    })
 }
 
 /// A marker key `<prefix>:<holder>:rwlock_timeout:<k>` with its PTTL.
