@@ -70,10 +70,10 @@ import org.redisson.client.codec.StringCodec;
  * (trySetPermits(1) on every key first, then acquire() + release() per pair).
  *
  * <p>fenced: {@code lock} answers the fencing token: lockAndGetToken() without a lease; with one,
- * lock(lease) then getToken(), because Redisson's lockAndGetToken(leaseTime, unit) drops its
- * lease (it calls lockAndGetTokenAsync() without arguments) and would hold the lock on the
- * watchdog instead. While we hold the lock nobody else can acquire it, so the counter read right
- * after is the token of our acquisition. {@code try_lock} uses tryLockAndGetToken(wait, lease,
+ * lockAndGetTokenAsync(lease, MILLISECONDS) joined, because Redisson's synchronous
+ * lockAndGetToken(leaseTime, unit) drops its lease (it calls lockAndGetTokenAsync() without
+ * arguments) and would hold the lock on the watchdog instead; the async form keeps the lease and
+ * returns the token the acquire script drew, atomically. {@code try_lock} uses tryLockAndGetToken(wait, lease,
  * MILLISECONDS), which keeps its lease (-1: none, watchdog) and returns null when not acquired;
  * never the no-argument tryLockAndGetToken(), which passes waitTime -1 and so waits forever.
  * stress and bench acquire with lockAndGetToken(). Every other op is RLock's.
@@ -304,11 +304,12 @@ public final class Agent {
                 case "lock":
                     if (lock instanceof RFencedLock) {
                         RFencedLock fenced = (RFencedLock) lock;
-                        // lockAndGetToken(lease, unit) ignores its lease (class javadoc): with a
-                        // lease, lock(lease) and read the counter while we hold the lock.
+                        // lockAndGetToken(lease, unit) ignores its lease (class javadoc); its async
+                        // form keeps it and takes the token from the acquire script itself, on this
+                        // owner's thread (Redisson reads the thread id when the call is made).
                         if (r.leaseMs > 0) {
-                            fenced.lock(r.leaseMs, TimeUnit.MILLISECONDS);
-                            resp.put("token", fenced.getToken());
+                            resp.put("token", fenced.lockAndGetTokenAsync(r.leaseMs, TimeUnit.MILLISECONDS)
+                                    .toCompletableFuture().join());
                         } else {
                             resp.put("token", fenced.lockAndGetToken());
                         }
