@@ -446,38 +446,21 @@ impl Spec {
     /// a shutdown). What it reads after the cut-off is final: the request ran before it, or
     /// never will.
     async fn cut_off_and_read(&self, delivery: &Delivery) -> Result<bool> {
-        let started = Instant::now();
-        let mut backoff = Backoff::transient();
-        let mut cut = false;
-        loop {
-            let attempt = async {
-                if !cut {
-                    if !self.shared.conn.cut_off(delivery, &self.name).await? {
-                        tracing::warn!(lock = %self.name, "a request of unknown outcome could not be cut off; it may still take effect");
-                    }
-                    cut = true;
-                }
-                let cmd = Cmd::get(&*self.name);
-                self.shared
-                    .conn
-                    .call(Call::read("resolve", &self.name, &cmd))
-                    .await
-            };
-            match attempt.await {
-                Ok(Value::Nil) => return Ok(false),
-                Ok(Value::BulkString(value)) => return Ok(value == self.token.as_bytes()),
-                Ok(other) => return Err(unexpected("GET", &other)),
-                Err(e) if e.is_wrong_type() => return Ok(false),
-                Err(e)
-                    if e.is_transient()
-                        && !self.shared.tasks.is_shut_down()
-                        && started.elapsed() < self.resolve_limit() =>
-                {
-                    tracing::debug!(lock = %self.name, error = %e, "resolving an unknown outcome; retrying");
-                    tokio::time::sleep(backoff.next_delay()).await;
-                }
-                Err(e) => return Err(e),
-            }
+        let cmd = Cmd::get(&*self.name);
+        match wait::settle(
+            &self.shared,
+            delivery,
+            &self.name,
+            &cmd,
+            self.resolve_limit(),
+        )
+        .await
+        {
+            Ok(Value::Nil) => Ok(false),
+            Ok(Value::BulkString(value)) => Ok(value == self.token.as_bytes()),
+            Ok(other) => Err(unexpected("GET", &other)),
+            Err(e) if e.is_wrong_type() => Ok(false),
+            Err(e) => Err(e),
         }
     }
 }

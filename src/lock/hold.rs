@@ -17,13 +17,13 @@ use tokio::time::Instant;
 
 use super::guard::Held;
 use super::kind::{AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest};
-use crate::conn::{Call, Delivery};
+use crate::conn::Delivery;
 use crate::error::{Error, Result};
 use crate::holds::Op;
 use crate::observe::Subject;
 use crate::owner::Owner;
 use crate::shared::Shared;
-use crate::wait::{Acquire, Backoff, BoxFuture, Detachable, Step, Strategy};
+use crate::wait::{self, Acquire, BoxFuture, Detachable, Step, Strategy};
 use crate::watchdog::{Lease, Loss};
 
 /// How often an acquire grant may disagree with the client's count before the attempt gives up
@@ -57,41 +57,22 @@ impl HoldSpec {
     /// field's count, retrying transient errors (bounded; at most once more after a shutdown).
     /// The count read after the cut-off is final: the request ran before it, or never will.
     async fn cut_off_and_count(&self, delivery: &Delivery) -> Result<u32> {
-        let started = Instant::now();
-        let mut backoff = Backoff::transient();
-        let mut cut = false;
-        loop {
-            let attempt = async {
-                if !cut {
-                    if !self.shared.conn.cut_off(delivery, &self.name).await? {
-                        tracing::warn!(lock = %self.name, "a request of unknown outcome could not be cut off; it may still take effect");
-                    }
-                    cut = true;
-                }
-                let mut cmd = redis::cmd("HGET");
-                cmd.arg(&*self.name).arg(&*self.field);
-                self.shared
-                    .conn
-                    .call(Call::read("resolve", &self.name, &cmd))
-                    .await
-            };
-            match attempt.await {
-                Ok(Value::Nil) => return Ok(0),
-                Ok(value) => {
-                    return redis::from_redis_value::<u32>(value.clone())
-                        .map_err(|_| super::kind::unexpected("HGET", &value));
-                }
-                Err(e) if e.is_wrong_type() => return Ok(0),
-                Err(e)
-                    if e.is_transient()
-                        && !self.shared.tasks.is_shut_down()
-                        && started.elapsed() < self.resolve_limit() =>
-                {
-                    tracing::debug!(lock = %self.name, error = %e, "resolving an unknown outcome; retrying");
-                    tokio::time::sleep(backoff.next_delay()).await;
-                }
-                Err(e) => return Err(e),
-            }
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(&*self.name).arg(&*self.field);
+        match wait::settle(
+            &self.shared,
+            delivery,
+            &self.name,
+            &cmd,
+            self.resolve_limit(),
+        )
+        .await
+        {
+            Ok(Value::Nil) => Ok(0),
+            Ok(value) => redis::from_redis_value::<u32>(value.clone())
+                .map_err(|_| super::kind::unexpected("HGET", &value)),
+            Err(e) if e.is_wrong_type() => Ok(0),
+            Err(e) => Err(e),
         }
     }
 }

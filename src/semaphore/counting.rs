@@ -15,7 +15,7 @@ use crate::layout;
 use crate::observe::{self, Subject, Tag};
 use crate::pubsub::WakePolicy;
 use crate::shared::Shared;
-use crate::wait::{self, Acquire, Backoff, BoxFuture, Detachable, Step, Strategy};
+use crate::wait::{self, Acquire, BoxFuture, Detachable, Step, Strategy};
 
 /// `lua/semaphore/try_acquire.lua`: RedissonSemaphore.tryAcquireAsync0.
 static TRY_ACQUIRE: LazyLock<Script> =
@@ -378,7 +378,11 @@ impl Inner {
         match self.shared.conn.call(call).await {
             Ok(reply) => bool_reply("semaphore/release.lua", reply),
             Err(e) if e.outcome_unknown() && delivery.was_sent() => {
-                self.cut_off(&delivery).await;
+                // Never sent again (a second run would add permits); only made sure it cannot
+                // run later. The caller gets the error either way.
+                if let Err(cut) = wait::cut_off(&self.shared, &delivery, &self.name).await {
+                    tracing::warn!(semaphore = %self.name, error = %cut, "cutting off a release of unknown outcome failed; it may still take effect");
+                }
                 Err(e)
             }
             Err(e) => Err(e),
@@ -391,44 +395,13 @@ impl Inner {
         (self.shared.config.command_timeout * 10).max(Duration::from_secs(60))
     }
 
-    /// Whether the acquire that would have set `marker` ran: reads the marker after the
-    /// request was cut off, retrying transient errors for up to half the marker's life.
-    async fn granted(&self, marker: &str) -> Result<bool> {
-        let started = tokio::time::Instant::now();
-        let mut backoff = Backoff::transient();
-        loop {
-            let cmd = Cmd::exists(marker);
-            match self
-                .shared
-                .conn
-                .call(Call::read("resolve", marker, &cmd))
-                .await
-            {
-                Ok(reply) => return bool_reply("EXISTS", reply),
-                Err(e)
-                    if e.is_transient()
-                        && !self.shared.tasks.is_shut_down()
-                        && started.elapsed() < self.marker_ttl() / 2 =>
-                {
-                    tracing::debug!(semaphore = %self.name, error = %e, "resolving an unknown outcome; retrying");
-                    tokio::time::sleep(backoff.next_delay()).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Makes sure a request of unknown outcome cannot run later.
-    async fn cut_off(&self, delivery: &Delivery) {
-        match self.shared.conn.cut_off(delivery, &self.name).await {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::warn!(semaphore = %self.name, "a request of unknown outcome could not be cut off; it may still take effect");
-            }
-            Err(e) => {
-                tracing::warn!(semaphore = %self.name, error = %e, "cutting off a request of unknown outcome failed; it may still take effect");
-            }
-        }
+    /// Whether the acquire that would have set `marker` ran: cuts it off, then reads the
+    /// marker, retrying transient errors for up to half the marker's life.
+    async fn granted(&self, delivery: &Delivery, marker: &str) -> Result<bool> {
+        let cmd = Cmd::exists(marker);
+        let reply =
+            wait::settle(&self.shared, delivery, marker, &cmd, self.marker_ttl() / 2).await?;
+        bool_reply("EXISTS", reply)
     }
 }
 
@@ -498,8 +471,10 @@ impl Acquire for SemaphoreAcquire {
     /// Cuts the attempt off, then looks for its grant marker: there means it ran.
     fn resolve(&self, pending: PendingGrant) -> BoxFuture<'_, Result<Option<Arc<str>>>> {
         Box::pin(async move {
-            self.inner.cut_off(&pending.delivery).await;
-            let granted = self.inner.granted(&pending.marker).await?;
+            let granted = self
+                .inner
+                .granted(&pending.delivery, &pending.marker)
+                .await?;
             Ok(granted.then_some(pending.marker))
         })
     }

@@ -550,9 +550,7 @@ impl Inner {
                 match self.shared.conn.call(call).await {
                     Ok(reply) => return Ok(Released::Reply(reply)),
                     Err(e) if e.outcome_unknown() && delivery.was_sent() => {
-                        if !self.shared.conn.cut_off(&delivery, &self.name).await? {
-                            tracing::warn!(semaphore = %self.name, "a release of unknown outcome could not be cut off; it may still take effect");
-                        }
+                        wait::cut_off(&self.shared, &delivery, &self.name).await?;
                         let present = self.present(ids).await?;
                         if present == 0 {
                             return Ok(Released::Ran);
@@ -696,24 +694,20 @@ impl Acquire for ExpirableAcquire {
     fn resolve(&self, pending: PendingIds) -> BoxFuture<'_, Result<Option<Vec<PermitId>>>> {
         Box::pin(async move {
             let inner = &self.inner;
-            if !inner
-                .shared
-                .conn
-                .cut_off(&pending.delivery, &inner.name)
-                .await?
-            {
-                tracing::warn!(semaphore = %inner.name, "a request of unknown outcome could not be cut off; it may still take effect");
-            }
             let Some(first) = pending.ids.first() else {
                 return Ok(None);
             };
             let mut cmd = Cmd::new();
             cmd.arg("ZSCORE").arg(&*inner.timeouts).arg(&first.0[..]);
-            let reply = inner
-                .shared
-                .conn
-                .call(Call::read("resolve", &inner.name, &cmd))
-                .await?;
+            let patience = inner.shared.config.command_timeout * 2;
+            let reply = wait::settle(
+                &inner.shared,
+                &pending.delivery,
+                &inner.name,
+                &cmd,
+                patience,
+            )
+            .await?;
             Ok((reply != Value::Nil).then_some(pending.ids))
         })
     }

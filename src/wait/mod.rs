@@ -21,6 +21,7 @@
 
 mod backoff;
 mod detach;
+mod settle;
 
 use std::pin::pin;
 use std::sync::Arc;
@@ -37,6 +38,7 @@ use crate::shared::Shared;
 
 pub(crate) use backoff::Backoff;
 pub(crate) use detach::{BoxFuture, Detachable};
+pub(crate) use settle::{cut_off, settle};
 
 /// How long an attempt still in flight at the end of a wait may take to answer before the
 /// call gives up on it (its grant, if any, is then undone).

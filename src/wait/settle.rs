@@ -1,0 +1,62 @@
+//! Settling a request of unknown outcome (docs/LAYOUT.md §12 (b)): a request that was sent
+//! but got no reply is cut off at the server, so whatever of it Redis has not run it never
+//! runs, and then the evidence of whether it ran is read. Every primitive reads its own
+//! evidence (a hold count, a token, a grant marker, a permit id); the cut-off and the bounded
+//! retries are here, once.
+
+use std::time::Duration;
+
+use redis::{Cmd, Value};
+use tokio::time::Instant;
+
+use super::Backoff;
+use crate::conn::{Call, Delivery};
+use crate::error::Result;
+use crate::shared::Shared;
+
+/// Cuts off the connection a request of unknown outcome went out on (`Conn::cut_off`),
+/// warning when the server does not allow it: the request may then still take effect.
+pub(crate) async fn cut_off(shared: &Shared, delivery: &Delivery, key: &str) -> Result<()> {
+    if !shared.conn.cut_off(delivery, key).await? {
+        tracing::warn!(
+            key,
+            "a request of unknown outcome could not be cut off; it may still take effect"
+        );
+    }
+    Ok(())
+}
+
+/// Cuts the request off, then reads `cmd` (the evidence, on `key`'s server), retrying
+/// transient errors of either step for up to `patience` (at most once more after a
+/// shutdown). What it reads is final: the request ran before the cut-off, or never will.
+pub(crate) async fn settle(
+    shared: &Shared,
+    delivery: &Delivery,
+    key: &str,
+    cmd: &Cmd,
+    patience: Duration,
+) -> Result<Value> {
+    let started = Instant::now();
+    let mut backoff = Backoff::transient();
+    let mut cut = false;
+    loop {
+        let attempt = async {
+            if !cut {
+                cut_off(shared, delivery, key).await?;
+                cut = true;
+            }
+            shared.conn.call(Call::read("resolve", key, cmd)).await
+        };
+        match attempt.await {
+            Err(e)
+                if e.is_transient()
+                    && !shared.tasks.is_shut_down()
+                    && started.elapsed() < patience =>
+            {
+                tracing::debug!(key, error = %e, "resolving an unknown outcome; retrying");
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+            result => return result,
+        }
+    }
+}
