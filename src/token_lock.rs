@@ -19,6 +19,7 @@ use tracing::Instrument;
 use crate::conn::{Call, Delivery};
 use crate::error::{Error, Result};
 use crate::holds::Op;
+use crate::layout;
 use crate::observe::{self, Subject, Tag};
 use crate::options::LockOptions;
 use crate::owner::Owner;
@@ -277,7 +278,9 @@ impl TokenLock {
         match self.format {
             TokenFormat::Random => uuid::Uuid::new_v4().simple().to_string().into(),
             TokenFormat::ClientId => self.shared.id.as_str().into(),
-            TokenFormat::ClientIdAndOwner => format!("{}:{}", self.shared.id, owner.id()).into(),
+            TokenFormat::ClientIdAndOwner => {
+                layout::holder_field(&self.shared.id, owner.id()).into()
+            }
         }
     }
 
@@ -627,19 +630,7 @@ async fn release(spec: &Arc<Spec>, lease: &Arc<Lease>) -> Result<()> {
     match spec.run_release(&delivery).await {
         Err(e) if e.outcome_unknown() && delivery.was_sent() => {
             let settle = settle_release(spec.clone(), lease.clone(), op, delivery, e);
-            let name = spec.name.clone();
-            let detached = Detachable::new(&spec.shared, settle, move |r: Result<()>| async move {
-                if let Err(e) = r {
-                    tracing::warn!(lock = %name, error = %e, "a release of unknown outcome could not be settled");
-                }
-            });
-            match tokio::time::timeout(patience, detached).await {
-                Ok(result) => result,
-                Err(_) => Err(Error::Timeout {
-                    operation: "unlock",
-                    after: patience * 2,
-                }),
-            }
+            wait::release_in_time(&spec.shared, spec.name.clone(), patience, settle).await
         }
         reply => released(spec, lease, op, reply),
     }

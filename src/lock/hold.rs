@@ -23,7 +23,7 @@ use crate::holds::Op;
 use crate::observe::Subject;
 use crate::owner::Owner;
 use crate::shared::Shared;
-use crate::wait::{self, Acquire, BoxFuture, Detachable, Step, Strategy};
+use crate::wait::{self, Acquire, BoxFuture, Step, Strategy};
 use crate::watchdog::{Lease, Loss};
 
 /// How often an acquire grant may disagree with the client's count before the attempt gives up
@@ -261,19 +261,7 @@ pub(crate) async fn release(spec: &Arc<HoldSpec>, lease: &Arc<Lease>) -> Result<
     match spec.kind.release(&request).await {
         Err(e) if e.outcome_unknown() && request.sent.was_sent() => {
             let settle = settle_release(spec.clone(), lease.clone(), op, request.sent, e);
-            let name = spec.name.clone();
-            let detached = Detachable::new(&spec.shared, settle, move |r: Result<()>| async move {
-                if let Err(e) = r {
-                    tracing::warn!(lock = %name, error = %e, "a release of unknown outcome could not be settled");
-                }
-            });
-            match tokio::time::timeout(patience, detached).await {
-                Ok(result) => result,
-                Err(_) => Err(Error::Timeout {
-                    operation: "unlock",
-                    after: patience * 2,
-                }),
-            }
+            wait::release_in_time(&spec.shared, spec.name.clone(), patience, settle).await
         }
         reply => released(spec, lease, op, reply),
     }

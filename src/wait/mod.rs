@@ -38,7 +38,7 @@ use crate::shared::Shared;
 
 pub(crate) use backoff::Backoff;
 pub(crate) use detach::{BoxFuture, Detachable};
-pub(crate) use settle::{cut_off, settle};
+pub(crate) use settle::{cut_off, release_in_time, settle};
 
 /// How long an attempt still in flight at the end of a wait may take to answer before the
 /// call gives up on it (its grant, if any, is then undone).

@@ -4,14 +4,16 @@
 //! evidence (a hold count, a token, a grant marker, a permit id); the cut-off and the bounded
 //! retries are here, once.
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{Cmd, Value};
 use tokio::time::Instant;
 
-use super::Backoff;
+use super::{Backoff, Detachable};
 use crate::conn::{Call, Delivery};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::shared::Shared;
 
 /// Cuts off the connection a request of unknown outcome went out on (`Conn::cut_off`),
@@ -58,5 +60,31 @@ pub(crate) async fn settle(
             }
             result => return result,
         }
+    }
+}
+
+/// Awaits `settling` (a release of unknown outcome being settled) for at most `patience`;
+/// past it the settling goes on in a task of the client, which logs a failure, and the caller
+/// gets `Timeout` (the settling's own time plus the first wait, `2 × patience`).
+pub(crate) async fn release_in_time<F>(
+    shared: &Arc<Shared>,
+    name: Arc<str>,
+    patience: Duration,
+    settling: F,
+) -> Result<()>
+where
+    F: Future<Output = Result<()>> + Send + 'static,
+{
+    let detached = Detachable::new(shared, settling, move |r: Result<()>| async move {
+        if let Err(e) = r {
+            tracing::warn!(lock = %name, error = %e, "a release of unknown outcome could not be settled");
+        }
+    });
+    match tokio::time::timeout(patience, detached).await {
+        Ok(result) => result,
+        Err(_) => Err(Error::Timeout {
+            operation: "unlock",
+            after: patience * 2,
+        }),
     }
 }
