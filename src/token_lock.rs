@@ -20,6 +20,7 @@ use crate::conn::{Call, Delivery};
 use crate::error::{Error, Result};
 use crate::holds::Op;
 use crate::layout;
+use crate::lock::{lease_millis, unexpected};
 use crate::observe::{self, Subject, Tag};
 use crate::options::LockOptions;
 use crate::owner::Owner;
@@ -315,30 +316,6 @@ impl TokenLock {
             _metric: hold.spec.tag().hold(),
             hold,
         }))
-    }
-}
-
-/// A lease in whole milliseconds, as `PX` takes it.
-fn lease_millis(lease: Duration) -> Result<u64> {
-    let ms = lease.as_millis();
-    if ms == 0 {
-        return Err(Error::InvalidArgument(format!(
-            "a lease must be at least 1 ms, got {lease:?}"
-        )));
-    }
-    if ms > u128::from(crate::config::MAX_LEASE_MS) {
-        return Err(Error::InvalidArgument(format!(
-            "a lease must be at most 2^62 ms (Redis rejects later expiry times), got {lease:?}"
-        )));
-    }
-    Ok(ms as u64)
-}
-
-/// The error for a reply a script's contract does not allow.
-fn unexpected(script: &'static str, value: &Value) -> Error {
-    Error::UnexpectedReply {
-        script,
-        detail: format!("{value:?}"),
     }
 }
 

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::lock::status;
 use crate::options::Ttl;
 
 const SCRIPT: &str = "inspect/snapshot.lua";
@@ -49,21 +50,11 @@ fn unexpected(detail: impl Into<String>) -> Error {
     }
 }
 
-fn bytes(value: &Value) -> Option<&[u8]> {
-    match value {
-        Value::BulkString(b) => Some(b),
-        Value::SimpleString(s) => Some(s.as_bytes()),
-        Value::VerbatimString { text, .. } => Some(text.as_bytes()),
-        Value::Okay => Some(b"OK"),
-        _ => None,
-    }
-}
-
 /// A text entry; nil is `None`.
 fn text(value: &Value) -> Result<Option<String>> {
     match value {
         Value::Nil => Ok(None),
-        other => bytes(other)
+        other => status(other)
             .map(|b| Some(String::from_utf8_lossy(b).into_owned()))
             .ok_or_else(|| unexpected(format!("expected text, got {other:?}"))),
     }
@@ -72,7 +63,7 @@ fn text(value: &Value) -> Result<Option<String>> {
 fn int(value: &Value) -> Result<i64> {
     match value {
         Value::Int(n) => Ok(*n),
-        other => bytes(other)
+        other => status(other)
             .and_then(|b| std::str::from_utf8(b).ok())
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| unexpected(format!("expected an integer, got {other:?}"))),
@@ -85,7 +76,7 @@ fn score(value: &Value) -> Result<Option<f64>> {
         Value::Nil => Ok(None),
         Value::Int(n) => Ok(Some(*n as f64)),
         Value::Double(d) => Ok(Some(*d)),
-        other => bytes(other)
+        other => status(other)
             .and_then(|b| std::str::from_utf8(b).ok())
             .and_then(|s| s.parse().ok())
             .map(Some)
@@ -160,7 +151,7 @@ impl Reply {
             permits: pairs(
                 &items[14],
                 |v| {
-                    bytes(v)
+                    status(v)
                         .map(<[u8]>::to_vec)
                         .ok_or_else(|| unexpected(format!("expected a permit id, got {v:?}")))
                 },

@@ -151,15 +151,21 @@ pub(crate) fn on_unlock_messages(channel: impl Into<String>) -> Strategy {
 
 /// A lease in whole milliseconds, as the scripts take it.
 pub(crate) fn lease_millis(lease: Duration) -> Result<u64> {
-    let ms = lease.as_millis();
+    millis("lease", lease)
+}
+
+/// A lease or time to live (`what`, for the error) in whole milliseconds, as Redis takes it:
+/// at least 1 ms, at most 2^62 ms.
+pub(crate) fn millis(what: &str, d: Duration) -> Result<u64> {
+    let ms = d.as_millis();
     if ms == 0 {
         return Err(Error::InvalidArgument(format!(
-            "a lease must be at least 1 ms, got {lease:?}"
+            "a {what} must be at least 1 ms, got {d:?}"
         )));
     }
     if ms > crate::config::MAX_LEASE_MS as u128 {
         return Err(Error::InvalidArgument(format!(
-            "a lease must be at most 2^62 ms (Redis rejects later expiry times), got {lease:?}"
+            "a {what} must be at most 2^62 ms (Redis rejects later expiry times), got {d:?}"
         )));
     }
     Ok(ms as u64)
@@ -209,11 +215,14 @@ pub(crate) fn released_reply(script: &'static str, value: Value) -> Result<bool>
     }
 }
 
-/// The text of a string reply (a Lua string comes back as a bulk string).
+/// The text of a string or status reply (a Lua string comes back as a bulk string; `OK` as a
+/// status).
 pub(crate) fn status(value: &Value) -> Option<&[u8]> {
     match value {
         Value::BulkString(s) => Some(s),
         Value::SimpleString(s) => Some(s.as_bytes()),
+        Value::VerbatimString { text, .. } => Some(text.as_bytes()),
+        Value::Okay => Some(b"OK"),
         _ => None,
     }
 }

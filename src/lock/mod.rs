@@ -41,8 +41,8 @@ pub use rwlock::{ReadLock, RwLock, WriteLock};
 pub use spin::{SpinBackoff, SpinLock};
 
 use hold::{HoldSpec, LockAcquire};
-use kind::{LockKind, lease_millis};
-pub(crate) use kind::{status, unexpected};
+use kind::LockKind;
+pub(crate) use kind::{lease_millis, millis, status, unexpected};
 
 /// A lock of some kind on one name: what every public lock type wraps.
 #[derive(Clone)]

@@ -663,7 +663,6 @@ impl Acquire for ExpirableAcquire {
                 .tracked(&delivery);
             match inner.shared.conn.call(call).await {
                 Ok(Value::Nil) => Step::Busy(None),
-                Ok(Value::Okay) => Step::Granted(ids),
                 Ok(ref reply) => match crate::lock::status(reply) {
                     Some(b"OK") => Step::Granted(ids),
                     Some(hint) if hint.first() == Some(&b':') => {

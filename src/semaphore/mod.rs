@@ -61,16 +61,6 @@ pub(crate) fn check_permits(permits: u32) -> Result<()> {
 
 /// A time to live or lease in whole milliseconds (at least 1 ms).
 pub(crate) fn duration_ms(what: &str, d: Duration) -> Result<i64> {
-    let ms = d.as_millis();
-    if ms == 0 {
-        return Err(Error::InvalidArgument(format!(
-            "a {what} must be at least 1 ms, got {d:?}"
-        )));
-    }
-    if ms > crate::config::MAX_LEASE_MS as u128 {
-        return Err(Error::InvalidArgument(format!(
-            "a {what} must be at most 2^62 ms, got {d:?}"
-        )));
-    }
-    Ok(ms as i64)
+    // At most 2^62: an i64.
+    crate::lock::millis(what, d).map(|ms| ms as i64)
 }
