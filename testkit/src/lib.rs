@@ -29,6 +29,8 @@
 //!   [`FaultProxy::reset_after`], each a one-shot [`Trigger`]). It runs its own tokio runtime
 //!   on its own thread, so sync and async tests can both drive it. There is no `tc netem`
 //!   on the machines these tests run on; this is the user-space substitute.
+//! - [`history`]: the fault suite's checker: overlapping holds (expected or violations),
+//!   fencing tokens out of order, lost wake-ups, from recorded holds and injected faults.
 //!
 //! ```no_run
 //! use testkit::{FaultProxy, Mode, RedisServer};
@@ -42,6 +44,7 @@
 //! ```
 
 mod cluster;
+pub mod history;
 mod proxy;
 mod sentinel;
 mod server;

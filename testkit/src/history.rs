@@ -1,0 +1,852 @@
+//! The history checker of the fault suite: given every hold recorded by every lock user (in
+//! any process, on CLOCK_MONOTONIC) and every fault injected meanwhile, it finds
+//!
+//! - **overlaps**: a holder granted while another one held an exclusive lock (two reads may
+//!   overlap; a semaphore may have as many holders as permits), each classified as
+//!   *expected* (the earlier holder's lease could have run out before the overlap began, or
+//!   the lock's state was wiped, or the crate had told the holder it lost the lock) or a
+//!   *violation*;
+//! - **fencing tokens** that do not strictly increase in grant order;
+//! - **lost wake-ups**: a lock left free for longer than the wake-up bound while someone was
+//!   waiting for it and no fault could explain the wait.
+//!
+//! It is pure computation over what it is given: the fault suite (`scripts/faults`) feeds it,
+//! its unit tests pin the rules.
+//!
+//! # The rules
+//!
+//! A hold is the interval `[acquired_ns, releasing_ns]`: from just after the acquire returned
+//! to just before the release was sent, a subset of the time Redis kept the hold. When a hold
+//! `L` is granted at `t` while another holder's `E` covers `t` (and their kinds conflict), the
+//! overlap is **expected** when one of these holds, in this order:
+//!
+//! 1. `wiped`: a restart without persistence happened in `[E.acquired_ns, t]`;
+//! 2. `signalled`: the crate's lost signal fired for `E` at or before `t`;
+//! 3. `lease`: during `[E.acquired_ns, t]`, `E`'s renewals could not reach Redis (its process
+//!    stopped, its link frozen, black-holed or reset, Redis stalled or down) for one stretch of
+//!    at least [`Params::lease_loss_ns`] (a watchdog lease minus one renewal period: the
+//!    shortest blackout that can let a watchdog lease run out).
+//!
+//! and `E`'s own release did not succeed (a holder whose lease ran out must find its release
+//! refused). Anything else is a **violation**. A semaphore over-grant is expected only when
+//! the semaphore was wiped.
+//!
+//! A **gap** is a stretch during which a lock had no holder (a semaphore: fewer holders than
+//! permits) while a waiter, which asked before the gap began, got it only after the gap. The
+//! gap counts from the later of its start and the end of the last fault that overlapped it;
+//! it is a **lost wake-up** when that is longer than the bound: [`Params::rust_wakeup_ns`]
+//! when a waiter of the crate waited, else [`Params::java_wakeup_ns`] (Redisson falls back on
+//! the holder's TTL), plus [`Params::fair_wait_ns`] for the fair kinds (a waiter that gave up
+//! keeps the head of the queue until its slot times out).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// How two holds of one name may coexist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Access {
+    /// One holder at a time.
+    Exclusive,
+    /// Shares with other reads, not with writes or exclusive holds.
+    Read,
+    /// At most this many holders at once (a semaphore with as many permits).
+    Permits(u32),
+}
+
+/// One recorded hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    /// The process, e.g. `rust#1` or `java#2`.
+    pub process: String,
+    /// `true` for a process using this crate (which has a lost signal).
+    pub crate_side: bool,
+    /// The owner (logical thread) within the process.
+    pub owner: u64,
+    /// The protocol kind, e.g. `lock`, `read`, `fenced`, `semaphore`.
+    pub kind: String,
+    /// The lock's name: holds of one name conflict (`read` and `write` share theirs).
+    pub name: String,
+    /// How this hold may coexist with others of its name.
+    pub access: Access,
+    /// When the acquire was asked for.
+    pub requested_ns: u64,
+    /// Just after the acquire returned.
+    pub acquired_ns: u64,
+    /// Just before the release was sent.
+    pub releasing_ns: u64,
+    /// The fencing token, for a fenced lock.
+    pub token: Option<u64>,
+    /// When the crate's lost signal fired, if it did before the release returned.
+    pub lost_ns: Option<u64>,
+    /// Whether the release succeeded (Redis still had the hold and released it).
+    pub released_ok: bool,
+}
+
+impl Hold {
+    fn holder(&self) -> (&str, u64) {
+        (&self.process, self.owner)
+    }
+
+    fn covers(&self, t: u64) -> bool {
+        self.acquired_ns < t && t < self.releasing_ns
+    }
+
+    fn is_fair(&self) -> bool {
+        self.kind.contains("fair")
+    }
+}
+
+/// The classes of fault the nemesis injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultClass {
+    /// SIGSTOP .. SIGCONT of one process.
+    Pause,
+    /// The proxy delays one process's traffic.
+    LinkDelay,
+    /// The proxy holds one process's traffic.
+    LinkFreeze,
+    /// The proxy drops one process's traffic.
+    LinkBlackhole,
+    /// The proxy resets one process's connections (and refuses new ones meanwhile).
+    LinkReset,
+    /// `CLIENT PAUSE <ms> WRITE`: scripts and publishes stall.
+    ClientPauseWrite,
+    /// `DEBUG SLEEP`: Redis answers nothing.
+    DebugSleep,
+    /// `CLIENT KILL TYPE pubsub`: every subscription connection is closed.
+    KillPubsub,
+    /// Redis killed and restarted with its append-only file (`appendfsync always`).
+    RestartAof,
+    /// Redis killed and restarted with its data gone.
+    RestartWiped,
+}
+
+impl FaultClass {
+    /// Every class, in report order.
+    pub const ALL: [Self; 10] = [
+        Self::Pause,
+        Self::LinkDelay,
+        Self::LinkFreeze,
+        Self::LinkBlackhole,
+        Self::LinkReset,
+        Self::ClientPauseWrite,
+        Self::DebugSleep,
+        Self::KillPubsub,
+        Self::RestartAof,
+        Self::RestartWiped,
+    ];
+
+    /// A short name for tables and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Pause => "sigstop",
+            Self::LinkDelay => "link-delay",
+            Self::LinkFreeze => "link-freeze",
+            Self::LinkBlackhole => "link-blackhole",
+            Self::LinkReset => "link-reset",
+            Self::ClientPauseWrite => "client-pause-write",
+            Self::DebugSleep => "debug-sleep",
+            Self::KillPubsub => "kill-pubsub",
+            Self::RestartAof => "restart-aof",
+            Self::RestartWiped => "restart-wiped",
+        }
+    }
+
+    /// Whether, while it lasts, it keeps `process`'s renewals from reaching Redis when it
+    /// targets `target` (`None`: the server, every process).
+    fn blocks_renewals_of(self, target: Option<&str>, process: &str) -> bool {
+        match self {
+            Self::Pause | Self::LinkFreeze | Self::LinkBlackhole | Self::LinkReset => {
+                target == Some(process)
+            }
+            Self::ClientPauseWrite | Self::DebugSleep | Self::RestartAof | Self::RestartWiped => {
+                true
+            }
+            // A delay shorter than a renewal period only shifts renewals; a killed
+            // subscription does not touch them.
+            Self::LinkDelay | Self::KillPubsub => false,
+        }
+    }
+}
+
+/// One injected fault, from injection to healing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    /// What it was.
+    pub class: FaultClass,
+    /// The process it hit; `None` for the server (every process).
+    pub target: Option<String>,
+    /// When it was injected.
+    pub start_ns: u64,
+    /// When it was healed (equal to `start_ns` for an instant fault).
+    pub end_ns: u64,
+}
+
+impl Fault {
+    fn overlaps(&self, from: u64, to: u64) -> bool {
+        self.start_ns <= to && self.end_ns >= from
+    }
+}
+
+/// The checker's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    /// The shortest renewal blackout that can let a watchdog lease run out: the lease minus
+    /// one renewal period.
+    pub lease_loss_ns: u64,
+    /// How long after a lock is free (and no fault is active) a waiter of the crate may
+    /// still wait: its re-check interval plus slack.
+    pub rust_wakeup_ns: u64,
+    /// The same for Redisson's waiters, which fall back on the holder's TTL.
+    pub java_wakeup_ns: u64,
+    /// The fair-lock waiter slot, added to the bound of the fair kinds.
+    pub fair_wait_ns: u64,
+}
+
+/// One overlap of two holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overlap {
+    /// The lock's name.
+    pub name: String,
+    /// The kinds of the earlier and the later hold.
+    pub kinds: (String, String),
+    /// The earlier and the later holder, as `process/owner`.
+    pub holders: (String, String),
+    /// When the later hold was granted.
+    pub at_ns: u64,
+    /// How long they overlapped.
+    pub for_ns: u64,
+    /// Why it was expected (`wiped`, `signalled`, `lease`), or `None` for a violation.
+    pub reason: Option<&'static str>,
+    /// For a violation: what made it one.
+    pub detail: String,
+}
+
+/// A waiter left waiting longer than the bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gap {
+    /// The lock's name.
+    pub name: String,
+    /// Its kind(s).
+    pub kind: String,
+    /// When the lock became free, and when the next hold was granted.
+    pub from_ns: u64,
+    /// When the next hold was granted.
+    pub to_ns: u64,
+    /// The gap counted from the end of the last fault overlapping it.
+    pub after_faults_ns: u64,
+    /// The bound it was held to.
+    pub bound_ns: u64,
+}
+
+/// Per kind figures of a report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KindFigures {
+    /// Holds recorded.
+    pub sections: u64,
+    /// Overlaps classified as expected.
+    pub expected: u64,
+    /// Overlaps that are violations.
+    pub violations: u64,
+    /// Fencing tokens out of grant order.
+    pub token_violations: u64,
+    /// Lost wake-ups.
+    pub lost_wakeups: u64,
+    /// The longest a waiter waited after the lock was free and every fault healed.
+    pub max_wakeup_ns: u64,
+}
+
+/// What the checker found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Figures per kind (`read` and `write` apart).
+    pub kinds: BTreeMap<String, KindFigures>,
+    /// Faults per class.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Every overlap.
+    pub overlaps: Vec<Overlap>,
+    /// Fencing tokens out of order, described.
+    pub token_violations: Vec<String>,
+    /// Lost wake-ups.
+    pub lost_wakeups: Vec<Gap>,
+    /// The longest wait, after every fault had healed, in a gap that began within a second
+    /// of a killed subscription (so its unlock message may have been lost).
+    pub max_wakeup_after_lost_message_ns: u64,
+}
+
+impl Report {
+    /// Overlaps that are violations.
+    pub fn violations(&self) -> impl Iterator<Item = &Overlap> {
+        self.overlaps.iter().filter(|o| o.reason.is_none())
+    }
+
+    /// Whether nothing unexplained was found.
+    pub fn is_clean(&self) -> bool {
+        self.violations().next().is_none()
+            && self.token_violations.is_empty()
+            && self.lost_wakeups.is_empty()
+    }
+
+    /// The report as a plain-text table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<18} {:>8} {:>9} {:>10} {:>7} {:>8} {:>12}",
+            "kind", "sections", "expected", "violations", "tokens", "lost-wu", "max-wake ms"
+        );
+        let mut total = KindFigures::default();
+        for (kind, f) in &self.kinds {
+            let _ = writeln!(
+                out,
+                "{:<18} {:>8} {:>9} {:>10} {:>7} {:>8} {:>12.1}",
+                kind,
+                f.sections,
+                f.expected,
+                f.violations,
+                f.token_violations,
+                f.lost_wakeups,
+                ms(f.max_wakeup_ns)
+            );
+            total.sections += f.sections;
+            total.expected += f.expected;
+            total.violations += f.violations;
+            total.token_violations += f.token_violations;
+            total.lost_wakeups += f.lost_wakeups;
+            total.max_wakeup_ns = total.max_wakeup_ns.max(f.max_wakeup_ns);
+        }
+        let _ = writeln!(
+            out,
+            "{:<18} {:>8} {:>9} {:>10} {:>7} {:>8} {:>12.1}",
+            "total",
+            total.sections,
+            total.expected,
+            total.violations,
+            total.token_violations,
+            total.lost_wakeups,
+            ms(total.max_wakeup_ns)
+        );
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect();
+        let _ = writeln!(out, "faults: {}", faults.join(", "));
+        let mut reasons: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        for o in &self.overlaps {
+            let side = o.holders.0.split('#').next().unwrap_or("?");
+            *reasons
+                .entry((o.reason.unwrap_or("VIOLATION"), side))
+                .or_default() += 1;
+        }
+        let reasons: Vec<String> = reasons
+            .iter()
+            .map(|((r, side), n)| format!("{r} {n} (earlier holder {side})"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "overlaps by reason: {}",
+            if reasons.is_empty() {
+                "none".to_string()
+            } else {
+                reasons.join(", ")
+            }
+        );
+        let _ = writeln!(
+            out,
+            "max wake-up after a lost message: {:.1} ms",
+            ms(self.max_wakeup_after_lost_message_ns)
+        );
+        for o in self.violations() {
+            let _ = writeln!(
+                out,
+                "VIOLATION {} {}/{} {} then {} at {} for {:.1} ms: {}",
+                o.name,
+                o.kinds.0,
+                o.kinds.1,
+                o.holders.0,
+                o.holders.1,
+                o.at_ns,
+                ms(o.for_ns),
+                o.detail
+            );
+        }
+        for t in &self.token_violations {
+            let _ = writeln!(out, "TOKEN {t}");
+        }
+        for g in &self.lost_wakeups {
+            let _ = writeln!(
+                out,
+                "LOST WAKE-UP {} ({}) free {}..{}: {:.1} ms after faults (bound {:.1} ms)",
+                g.name,
+                g.kind,
+                g.from_ns,
+                g.to_ns,
+                ms(g.after_faults_ns),
+                ms(g.bound_ns)
+            );
+        }
+        out
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// Checks `holds` against `faults`.
+pub fn check(holds: &[Hold], faults: &[Fault], params: &Params) -> Report {
+    let mut report = Report::default();
+    for fault in faults {
+        *report.faults.entry(fault.class.name()).or_default() += 1;
+    }
+    let mut by_name: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+    for hold in holds {
+        by_name.entry(&hold.name).or_default().push(hold);
+        report.kinds.entry(hold.kind.clone()).or_default().sections += 1;
+    }
+    for (name, mut list) in by_name {
+        list.sort_by_key(|h| h.acquired_ns);
+        overlaps(name, &list, faults, params, &mut report);
+        tokens(name, &list, faults, &mut report);
+        gaps(name, &list, faults, params, &mut report);
+    }
+    report
+}
+
+fn conflicts(a: &Hold, b: &Hold) -> bool {
+    !(a.access == Access::Read && b.access == Access::Read)
+}
+
+fn overlaps(name: &str, list: &[&Hold], faults: &[Fault], params: &Params, report: &mut Report) {
+    for (i, later) in list.iter().enumerate() {
+        let t = later.acquired_ns;
+        let active: Vec<&Hold> = list[..i]
+            .iter()
+            .copied()
+            .filter(|e| e.covers(t) && e.holder() != later.holder())
+            .collect();
+        if let Access::Permits(permits) = later.access {
+            if active.len() < permits as usize {
+                continue;
+            }
+            let first = active.iter().map(|e| e.acquired_ns).min().unwrap_or(t);
+            let wiped = wiped_between(faults, first, t);
+            let earliest = active
+                .iter()
+                .min_by_key(|e| e.acquired_ns)
+                .copied()
+                .unwrap_or(later);
+            push_overlap(
+                report,
+                name,
+                earliest,
+                later,
+                wiped.then_some("wiped"),
+                format!("{} holders of {permits} permits", active.len() + 1),
+            );
+            continue;
+        }
+        for earlier in active.into_iter().filter(|e| conflicts(e, later)) {
+            let (reason, detail) = classify(earlier, t, faults, params);
+            push_overlap(report, name, earlier, later, reason, detail);
+        }
+    }
+}
+
+fn classify(
+    earlier: &Hold,
+    t: u64,
+    faults: &[Fault],
+    params: &Params,
+) -> (Option<&'static str>, String) {
+    if earlier.released_ok {
+        return (
+            None,
+            "the earlier holder's release succeeded: Redis had both holds".into(),
+        );
+    }
+    if wiped_between(faults, earlier.acquired_ns, t) {
+        return (Some("wiped"), String::new());
+    }
+    if earlier.lost_ns.is_some_and(|lost| lost <= t) {
+        return (Some("signalled"), String::new());
+    }
+    let blackout = longest_blackout(faults, &earlier.process, earlier.acquired_ns, t);
+    if blackout >= params.lease_loss_ns {
+        return (Some("lease"), String::new());
+    }
+    let mut detail = format!(
+        "longest renewal blackout {:.1} ms < {:.1} ms",
+        ms(blackout),
+        ms(params.lease_loss_ns)
+    );
+    if earlier.crate_side {
+        let _ = write!(
+            detail,
+            "; lost signal {}",
+            earlier.lost_ns.map_or("never fired".into(), |l| format!(
+                "fired {:.1} ms after",
+                ms(l - t)
+            ))
+        );
+    }
+    (None, detail)
+}
+
+fn push_overlap(
+    report: &mut Report,
+    name: &str,
+    earlier: &Hold,
+    later: &Hold,
+    reason: Option<&'static str>,
+    detail: String,
+) {
+    let figures = report.kinds.entry(later.kind.clone()).or_default();
+    if reason.is_some() {
+        figures.expected += 1;
+    } else {
+        figures.violations += 1;
+    }
+    report.overlaps.push(Overlap {
+        name: name.to_owned(),
+        kinds: (earlier.kind.clone(), later.kind.clone()),
+        holders: (
+            format!("{}/{}", earlier.process, earlier.owner),
+            format!("{}/{}", later.process, later.owner),
+        ),
+        at_ns: later.acquired_ns,
+        for_ns: earlier.releasing_ns.min(later.releasing_ns) - later.acquired_ns,
+        reason,
+        detail,
+    });
+}
+
+fn wiped_between(faults: &[Fault], from: u64, to: u64) -> bool {
+    faults
+        .iter()
+        .any(|f| f.class == FaultClass::RestartWiped && f.overlaps(from, to))
+}
+
+/// The longest single stretch within `[from, to]` during which some fault kept `process`'s
+/// renewals from Redis (overlapping or touching faults joined).
+fn longest_blackout(faults: &[Fault], process: &str, from: u64, to: u64) -> u64 {
+    let mut spans: Vec<(u64, u64)> = faults
+        .iter()
+        .filter(|f| {
+            f.class.blocks_renewals_of(f.target.as_deref(), process) && f.overlaps(from, to)
+        })
+        .map(|f| (f.start_ns.max(from), f.end_ns.min(to)))
+        .collect();
+    spans.sort_unstable();
+    let mut longest = 0;
+    let mut current: Option<(u64, u64)> = None;
+    for (start, end) in spans {
+        current = match current {
+            Some((s, e)) if start <= e => Some((s, e.max(end))),
+            Some((s, e)) => {
+                longest = longest.max(e - s);
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+    }
+    if let Some((s, e)) = current {
+        longest = longest.max(e - s);
+    }
+    longest
+}
+
+fn tokens(name: &str, list: &[&Hold], faults: &[Fault], report: &mut Report) {
+    let fenced: Vec<&Hold> = list.iter().copied().filter(|h| h.token.is_some()).collect();
+    for pair in fenced.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        let (ta, tb) = (a.token.unwrap_or(0), b.token.unwrap_or(0));
+        if tb > ta {
+            continue;
+        }
+        // A wiped counter starts over; holds that overlapped are judged as an overlap.
+        if wiped_between(faults, a.acquired_ns, b.acquired_ns) || a.covers(b.acquired_ns) {
+            continue;
+        }
+        report
+            .kinds
+            .entry(b.kind.clone())
+            .or_default()
+            .token_violations += 1;
+        report.token_violations.push(format!(
+            "{name}: token {tb} ({}/{}) granted after token {ta} ({}/{})",
+            b.process, b.owner, a.process, a.owner
+        ));
+    }
+}
+
+fn gaps(name: &str, list: &[&Hold], faults: &[Fault], params: &Params, report: &mut Report) {
+    let capacity = match list.first().map(|h| h.access) {
+        Some(Access::Permits(n)) => n as usize,
+        _ => 1,
+    };
+    // Sweep the holds' start and end events: the stretches with fewer holders than capacity.
+    let mut events: Vec<(u64, i64)> = Vec::with_capacity(list.len() * 2);
+    for h in list {
+        events.push((h.acquired_ns, 1));
+        events.push((h.releasing_ns, -1));
+    }
+    events.sort_unstable();
+    let mut held = 0_i64;
+    let mut free_since = None;
+    let mut free: Vec<(u64, u64)> = Vec::new();
+    for (t, delta) in events {
+        let was_free = (held as usize) < capacity;
+        held += delta;
+        let is_free = (held as usize) < capacity;
+        match (was_free, is_free) {
+            (true, false) => {
+                if let Some(since) = free_since.take() {
+                    free.push((since, t));
+                }
+            }
+            (false, true) => free_since = Some(t),
+            _ => {}
+        }
+    }
+    let kind_label = {
+        let kinds: BTreeSet<&str> = list.iter().map(|h| h.kind.as_str()).collect();
+        kinds.into_iter().collect::<Vec<_>>().join("+")
+    };
+    for (from, to) in free {
+        let waiters: Vec<&Hold> = list
+            .iter()
+            .copied()
+            .filter(|h| h.requested_ns <= from && h.acquired_ns >= to)
+            .collect();
+        if waiters.is_empty() {
+            continue;
+        }
+        let healed = faults
+            .iter()
+            .filter(|f| f.overlaps(from, to))
+            .map(|f| f.end_ns)
+            .max()
+            .unwrap_or(from)
+            .max(from);
+        let after_faults = to.saturating_sub(healed);
+        let lost_message = faults.iter().any(|f| {
+            f.class == FaultClass::KillPubsub
+                && f.start_ns <= to
+                && f.end_ns + 1_000_000_000 >= from
+        });
+        if lost_message {
+            report.max_wakeup_after_lost_message_ns =
+                report.max_wakeup_after_lost_message_ns.max(after_faults);
+        }
+        let mut bound = if waiters.iter().any(|w| w.crate_side) {
+            params.rust_wakeup_ns
+        } else {
+            params.java_wakeup_ns
+        };
+        if waiters.iter().any(|w| w.is_fair()) || list.iter().any(|h| h.is_fair()) {
+            bound = params.java_wakeup_ns.max(bound) + params.fair_wait_ns;
+        }
+        let figures = report.kinds.entry(waiters[0].kind.clone()).or_default();
+        figures.max_wakeup_ns = figures.max_wakeup_ns.max(after_faults);
+        if after_faults > bound {
+            figures.lost_wakeups += 1;
+            report.lost_wakeups.push(Gap {
+                name: name.to_owned(),
+                kind: kind_label.clone(),
+                from_ns: from,
+                to_ns: to,
+                after_faults_ns: after_faults,
+                bound_ns: bound,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn params() -> Params {
+        Params {
+            lease_loss_ns: 2000 * MS,
+            rust_wakeup_ns: 2000 * MS,
+            java_wakeup_ns: 4000 * MS,
+            fair_wait_ns: 5000 * MS,
+        }
+    }
+
+    fn hold(process: &str, kind: &str, acquired_ms: u64, releasing_ms: u64) -> Hold {
+        Hold {
+            process: process.into(),
+            crate_side: process.starts_with("rust"),
+            owner: 1,
+            kind: kind.into(),
+            name: "n".into(),
+            access: match kind {
+                "read" => Access::Read,
+                "semaphore" => Access::Permits(2),
+                _ => Access::Exclusive,
+            },
+            requested_ns: acquired_ms * MS,
+            acquired_ns: acquired_ms * MS,
+            releasing_ns: releasing_ms * MS,
+            token: None,
+            lost_ns: None,
+            released_ok: true,
+        }
+    }
+
+    fn fault(class: FaultClass, target: Option<&str>, start_ms: u64, end_ms: u64) -> Fault {
+        Fault {
+            class,
+            target: target.map(str::to_owned),
+            start_ns: start_ms * MS,
+            end_ns: end_ms * MS,
+        }
+    }
+
+    #[test]
+    fn disjoint_holds_and_overlapping_reads_are_clean() {
+        let holds = [
+            hold("rust#1", "write", 0, 10),
+            hold("java#1", "read", 20, 40),
+            hold("rust#2", "read", 25, 30),
+            hold("java#2", "write", 41, 50),
+        ];
+        let report = check(&holds, &[], &params());
+        assert!(report.is_clean(), "{}", report.table());
+        assert!(report.overlaps.is_empty());
+        assert_eq!(report.kinds["read"].sections, 2);
+    }
+
+    #[test]
+    fn an_unexplained_overlap_is_a_violation_and_a_blackout_explains_one() {
+        let mut first = hold("java#1", "lock", 0, 5000);
+        first.released_ok = false;
+        let holds = [first, hold("rust#1", "lock", 4000, 4100)];
+        let report = check(&holds, &[], &params());
+        assert_eq!(report.violations().count(), 1, "{}", report.table());
+        assert_eq!(report.kinds["lock"].violations, 1);
+
+        // A 1.5 s freeze of the earlier holder's link cannot let its lease run out...
+        let short = [fault(FaultClass::LinkFreeze, Some("java#1"), 1000, 2500)];
+        assert_eq!(check(&holds, &short, &params()).violations().count(), 1);
+        // ...nor a long one of someone else's...
+        let other = [fault(FaultClass::LinkFreeze, Some("java#2"), 1000, 3500)];
+        assert_eq!(check(&holds, &other, &params()).violations().count(), 1);
+        // ...but a 2.5 s one can, and so can a pause joined to a stall.
+        let long = [fault(FaultClass::LinkFreeze, Some("java#1"), 1000, 3500)];
+        let report = check(&holds, &long, &params());
+        assert!(report.is_clean(), "{}", report.table());
+        assert_eq!(report.overlaps[0].reason, Some("lease"));
+        let joined = [
+            fault(FaultClass::Pause, Some("java#1"), 1000, 2000),
+            fault(FaultClass::DebugSleep, None, 2000, 3100),
+        ];
+        assert!(check(&holds, &joined, &params()).is_clean());
+    }
+
+    #[test]
+    fn a_released_earlier_hold_is_always_a_violation() {
+        let holds = [
+            hold("java#1", "lock", 0, 5000),
+            hold("rust#1", "lock", 4000, 4100),
+        ];
+        let faults = [fault(FaultClass::RestartWiped, None, 100, 200)];
+        let report = check(&holds, &faults, &params());
+        assert_eq!(report.violations().count(), 1);
+        assert!(report.overlaps[0].detail.contains("release succeeded"));
+    }
+
+    #[test]
+    fn a_wipe_or_an_early_lost_signal_explains_an_overlap_a_late_signal_does_not() {
+        let mut first = hold("rust#1", "fenced", 0, 5000);
+        first.released_ok = false;
+        let holds = [first.clone(), hold("java#1", "fenced", 4000, 4100)];
+        let wiped = [fault(FaultClass::RestartWiped, None, 100, 300)];
+        assert_eq!(
+            check(&holds, &wiped, &params()).overlaps[0].reason,
+            Some("wiped")
+        );
+
+        first.lost_ns = Some(3999 * MS);
+        let signalled = [first.clone(), hold("java#1", "fenced", 4000, 4100)];
+        assert_eq!(
+            check(&signalled, &[], &params()).overlaps[0].reason,
+            Some("signalled")
+        );
+        first.lost_ns = Some(4001 * MS);
+        let late = [first, hold("java#1", "fenced", 4000, 4100)];
+        let report = check(&late, &[], &params());
+        assert_eq!(report.violations().count(), 1);
+        assert!(report.overlaps[0].detail.contains("fired 1.0 ms after"));
+    }
+
+    #[test]
+    fn semaphores_may_have_as_many_holders_as_permits() {
+        let holds = [
+            hold("rust#1", "semaphore", 0, 100),
+            hold("java#1", "semaphore", 10, 100),
+            hold("rust#2", "semaphore", 20, 30),
+        ];
+        let report = check(&holds, &[], &params());
+        assert_eq!(report.violations().count(), 1, "{}", report.table());
+        assert!(report.overlaps[0].detail.contains("3 holders of 2 permits"));
+        let two = &holds[..2];
+        assert!(check(two, &[], &params()).is_clean());
+    }
+
+    #[test]
+    fn tokens_must_rise_in_grant_order_unless_the_counter_was_wiped() {
+        let mut a = hold("rust#1", "fenced", 0, 10);
+        a.token = Some(5);
+        let mut b = hold("java#1", "fenced", 20, 30);
+        b.token = Some(5);
+        let report = check(&[a.clone(), b.clone()], &[], &params());
+        assert_eq!(report.token_violations.len(), 1, "{}", report.table());
+        let wiped = [fault(FaultClass::RestartWiped, None, 12, 15)];
+        assert!(check(&[a.clone(), b.clone()], &wiped, &params()).is_clean());
+        b.token = Some(6);
+        assert!(check(&[a, b], &[], &params()).is_clean());
+    }
+
+    #[test]
+    fn a_waiter_left_waiting_past_the_bound_is_a_lost_wake_up_unless_a_fault_explains_it() {
+        let mut waiter = hold("rust#2", "lock", 3100, 3200);
+        waiter.requested_ns = 50 * MS;
+        let holds = [hold("rust#1", "lock", 0, 100), waiter.clone()];
+        let report = check(&holds, &[], &params());
+        assert_eq!(report.lost_wakeups.len(), 1, "{}", report.table());
+        assert_eq!(report.lost_wakeups[0].after_faults_ns, 3000 * MS);
+
+        // A freeze until 2000 ms leaves 1.1 s: within the bound.
+        let faults = [fault(FaultClass::LinkFreeze, Some("rust#2"), 500, 2000)];
+        let report = check(&holds, &faults, &params());
+        assert!(report.is_clean(), "{}", report.table());
+        assert_eq!(report.kinds["lock"].max_wakeup_ns, 1100 * MS);
+
+        // Redisson's waiters are held to the TTL fallback, fair locks to the slot too.
+        let mut java = waiter.clone();
+        java.process = "java#2".into();
+        java.crate_side = false;
+        assert!(check(&[holds[0].clone(), java], &[], &params()).is_clean());
+        let mut fair = [hold("rust#1", "fair", 0, 100), waiter];
+        fair[1].kind = "fair".into();
+        assert!(check(&fair, &[], &params()).is_clean());
+    }
+
+    #[test]
+    fn the_longest_gap_after_a_killed_subscription_is_reported() {
+        let mut waiter = hold("rust#2", "lock", 900, 950);
+        waiter.requested_ns = 50 * MS;
+        let holds = [hold("rust#1", "lock", 0, 100), waiter];
+        let faults = [fault(FaultClass::KillPubsub, None, 90, 90)];
+        let report = check(&holds, &faults, &params());
+        assert_eq!(report.max_wakeup_after_lost_message_ns, 800 * MS);
+        assert_eq!(report.faults["kill-pubsub"], 1);
+    }
+}
