@@ -273,6 +273,9 @@ impl Agent {
     /// `iterations` critical sections: under a lock, incrementing the shared counter (reading
     /// it, for `read`); under one permit of a semaphore, only the sleep.
     async fn stress(&self, spec: Stress) -> Result<Reply, Failure> {
+        if spec.keep_going {
+            return self.stress_keep_going(spec).await;
+        }
         let mut intervals = Vec::new();
         let record = |intervals: &mut Vec<Value>, acquired_ns: u64, releasing_ns: u64| {
             if spec.record {
@@ -333,14 +336,14 @@ impl Agent {
     }
 
     /// The critical section of `stress` under a read lock: GET, sleep.
-    async fn read(&self, counter: &str, hold: Duration) -> Result<(), Failure> {
+    pub(crate) async fn read(&self, counter: &str, hold: Duration) -> Result<(), Failure> {
         self.counter.get(counter).await?;
         sleep(hold).await;
         Ok(())
     }
 
     /// The critical section of `stress`: GET, sleep, SET value + 1.
-    async fn increment(&self, counter: &str, hold: Duration) -> Result<(), Failure> {
+    pub(crate) async fn increment(&self, counter: &str, hold: Duration) -> Result<(), Failure> {
         let value = self.counter.get(counter).await?;
         sleep(hold).await;
         let next = value.checked_add(1).ok_or_else(|| {

@@ -8,6 +8,7 @@ mod agent;
 mod bench;
 mod counter;
 mod holds;
+mod keep_going;
 mod locks;
 mod options;
 mod protocol;

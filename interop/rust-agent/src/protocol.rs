@@ -207,6 +207,9 @@ pub struct Stress {
     pub counter: Option<String>,
     pub hold: Duration,
     pub record: bool,
+    /// Protocol extension for the fault suite: go on after errors and report every
+    /// iteration in `records` (see the README's interop section).
+    pub keep_going: bool,
 }
 
 #[derive(Debug)]
@@ -380,6 +383,7 @@ fn parse_op(op: &str, f: &Fields<'_>) -> Result<Op, Failure> {
                         .unsigned_abs(),
                 ),
                 record: f.optional_bool("record")?.unwrap_or(false),
+                keep_going: f.optional_bool("keep_going")?.unwrap_or(false),
             })
         }
         "bench" => Op::Bench(Bench {

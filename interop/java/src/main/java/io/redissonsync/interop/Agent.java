@@ -67,7 +67,11 @@ import org.redisson.client.codec.StringCodec;
  * psem_acquire, psem_release, psem_available, psem_update_lease). stress for the lock kinds plus
  * semaphore (RSemaphore) and psem (RPermitExpirableSemaphore), which acquire and release one
  * permit per iteration and leave the counter alone; bench for the lock kinds plus semaphore
- * (trySetPermits(1) on every key first, then acquire() + release() per pair).
+ * (trySetPermits(1) on every key first, then acquire() + release() per pair). stress with
+ * {@code "keep_going": true} (the fault suite) survives failures: a failed acquire, critical
+ * section or release is counted in errors and error_samples, and every acquired iteration is
+ * reported in records (requested, acquired, releasing and released instants, section and unlock
+ * outcomes, fenced: the token); Redisson has no lost-lease signal, so a record never has lost_ns.
  *
  * <p>fenced: {@code lock} answers the fencing token: lockAndGetToken() without a lease; with one,
  * lockAndGetTokenAsync(lease, MILLISECONDS) joined, because Redisson's synchronous
@@ -116,6 +120,10 @@ public final class Agent {
     private static final String PSEM = "psem";
     /** A permit id of RPermitExpirableSemaphore: 16 bytes in hex. */
     private static final Pattern PERMIT_ID = Pattern.compile("[0-9a-fA-F]{32}");
+    /** stress with keep_going: how many distinct error messages a response quotes. */
+    private static final int ERROR_SAMPLES = 5;
+    /** stress with keep_going: the pause after a failed acquire, so a dead server is not hammered. */
+    private static final long ACQUIRE_BACKOFF_MS = 20;
     private static final Pattern ID_IN_GARBAGE = Pattern.compile("\"id\"\\s*:\\s*(-?\\d{1,18})(?![\\d.eE])");
 
     /** How long, after end of input, requests still running may take before the client is shut. */
@@ -360,7 +368,9 @@ public final class Agent {
                     resp.put("ttl_ms", lock.remainTimeToLive());
                     break;
                 case "stress":
-                    if (lock != null) {
+                    if (r.keepGoing) {
+                        stressKeepGoing(r, lock, resp);
+                    } else if (lock != null) {
                         stress(r, lock, resp);
                     } else {
                         stressSemaphore(r, resp);
@@ -480,13 +490,16 @@ public final class Agent {
         }
     }
 
-    /** Acquires lock for stress and bench: blocking, watchdog lease; a fenced lock with lockAndGetToken(). */
-    private static void acquire(RLock lock) {
+    /**
+     * Acquires lock for stress and bench: blocking, watchdog lease; a fenced lock with
+     * lockAndGetToken(). Answers the fencing token, null for every other kind.
+     */
+    private static Long acquire(RLock lock) {
         if (lock instanceof RFencedLock) {
-            ((RFencedLock) lock).lockAndGetToken();
-        } else {
-            lock.lock();
+            return ((RFencedLock) lock).lockAndGetToken();
         }
+        lock.lock();
+        return null;
     }
 
     /** Calls a RedissonClient lock factory found by reflection (getNonReentrant[Fair]Lock). */
@@ -567,8 +580,6 @@ public final class Agent {
 
     private void stress(Request r, RLock lock, ObjectNode resp) throws OpError {
         RBucket<String> counter = redisson.getBucket(r.counter, StringCodec.INSTANCE);
-        // Readers only look at the counter: several may hold the lock at once.
-        boolean writes = !r.kind.equals("read");
         ArrayNode intervals = r.record ? resp.arrayNode() : null;
         long done = 0;
         for (long i = 0; i < r.iterations; i++) {
@@ -576,19 +587,7 @@ public final class Agent {
             long acquired = System.nanoTime();
             long releasing;
             try {
-                String raw = counter.get();
-                long value;
-                try {
-                    value = raw == null ? 0 : Long.parseLong(raw.trim());
-                } catch (NumberFormatException e) {
-                    throw new OpError("bad_request", "counter " + r.counter + " holds a non-decimal value: " + raw);
-                }
-                if (r.holdUs > 0) {
-                    sleepMicros(r.holdUs);
-                }
-                if (writes) {
-                    counter.set(Long.toString(value + 1));
-                }
+                counterSection(r, counter);
                 releasing = System.nanoTime();
             } catch (RuntimeException | OpError e) {
                 try {
@@ -646,6 +645,172 @@ public final class Agent {
         if (intervals != null) {
             resp.set("intervals", intervals);
         }
+    }
+
+    /**
+     * The critical section of stress on a lock kind: GET the counter, hold hold_us, SET it one
+     * higher. Readers (kind read) only look at the counter: several may hold the lock at once.
+     */
+    private static void counterSection(Request r, RBucket<String> counter) throws OpError {
+        String raw = counter.get();
+        long value;
+        try {
+            value = raw == null ? 0 : Long.parseLong(raw.trim());
+        } catch (NumberFormatException e) {
+            throw new OpError("bad_request", "counter " + r.counter + " holds a non-decimal value: " + raw);
+        }
+        if (r.holdUs > 0) {
+            sleepMicros(r.holdUs);
+        }
+        if (!r.kind.equals("read")) {
+            counter.set(Long.toString(value + 1));
+        }
+    }
+
+    /** The errors of one keep_going stress: how many, and the first few distinct messages. */
+    private static final class StressErrors {
+        int count;
+        final Set<String> samples = new LinkedHashSet<>();
+
+        void note(Throwable t) {
+            count++;
+            if (samples.size() < ERROR_SAMPLES) {
+                samples.add(describe(t));
+            }
+        }
+    }
+
+    /**
+     * stress with keep_going, for every kind stress has (lock null: semaphore or psem): an error
+     * ends its iteration, not the op. A failed acquire is counted and followed by a short pause;
+     * every acquired iteration adds one record. A counter that is not a decimal number still ends
+     * the op (bad_request), as an InterruptedException does.
+     */
+    private void stressKeepGoing(Request r, RLock lock, ObjectNode resp) throws OpError, InterruptedException {
+        RBucket<String> counter = lock != null ? redisson.getBucket(r.counter, StringCodec.INSTANCE) : null;
+        RSemaphore sem = r.kind.equals(SEMAPHORE) ? redisson.getSemaphore(r.name) : null;
+        RPermitExpirableSemaphore psem = r.kind.equals(PSEM) ? redisson.getPermitExpirableSemaphore(r.name) : null;
+        StressErrors errors = new StressErrors();
+        ArrayNode records = resp.arrayNode();
+        for (long i = 0; i < r.iterations; i++) {
+            ObjectNode record = lock != null
+                    ? lockIteration(r, lock, counter, errors)
+                    : semaphoreIteration(r, sem, psem, errors);
+            if (record != null) {
+                records.add(record);
+            } else {
+                Thread.sleep(ACQUIRE_BACKOFF_MS);
+            }
+        }
+        resp.put("done", r.iterations);
+        resp.put("acquired", records.size());
+        resp.put("errors", errors.count);
+        ArrayNode samples = resp.putArray("error_samples");
+        errors.samples.forEach(samples::add);
+        if (r.record) {
+            ArrayNode intervals = resp.putArray("intervals");
+            for (JsonNode record : records) {
+                intervals.addArray().add(record.get("acquired_ns").asLong()).add(record.get("releasing_ns").asLong());
+            }
+        }
+        resp.set("records", records);
+    }
+
+    /** One keep_going iteration on a lock kind: its record, or null when the acquire failed. */
+    private static ObjectNode lockIteration(Request r, RLock lock, RBucket<String> counter, StressErrors errors)
+            throws OpError {
+        long requested = System.nanoTime();
+        Long token;
+        try {
+            token = acquire(lock);
+        } catch (RuntimeException e) {
+            errors.note(e);
+            return null;
+        }
+        long acquired = System.nanoTime();
+        String section = "ok";
+        try {
+            counterSection(r, counter);
+        } catch (RuntimeException e) {
+            errors.note(e);
+            section = "error";
+        } catch (OpError e) {
+            try {
+                lock.unlock();
+            } catch (RuntimeException suppressed) {
+                e.addSuppressed(suppressed);
+            }
+            throw e;
+        }
+        long releasing = System.nanoTime();
+        String unlock;
+        try {
+            lock.unlock();
+            unlock = "ok";
+        } catch (IllegalMonitorStateException e) {
+            unlock = "not_held";
+        } catch (RuntimeException e) {
+            errors.note(e);
+            unlock = "error";
+        }
+        long released = System.nanoTime();
+        ObjectNode record = stressRecord(requested, acquired, releasing, released, section, unlock);
+        if (token != null) {
+            record.put("token", token);
+        }
+        return record;
+    }
+
+    /**
+     * One keep_going iteration on semaphore (sem) or psem: its record, or null when the acquire
+     * failed. psem releases with tryRelease(id), which answers false (not_held) for a permit that
+     * expired or is unknown, where release(id) would throw.
+     */
+    private static ObjectNode semaphoreIteration(Request r, RSemaphore sem, RPermitExpirableSemaphore psem,
+            StressErrors errors) throws InterruptedException {
+        long requested = System.nanoTime();
+        String permitId = null;
+        try {
+            if (sem != null) {
+                sem.acquire();
+            } else {
+                permitId = psem.acquire();
+            }
+        } catch (RuntimeException e) {
+            errors.note(e);
+            return null;
+        }
+        long acquired = System.nanoTime();
+        if (r.holdUs > 0) {
+            sleepMicros(r.holdUs);
+        }
+        long releasing = System.nanoTime();
+        String unlock;
+        try {
+            if (sem != null) {
+                sem.release();
+                unlock = "ok";
+            } else {
+                unlock = psem.tryRelease(permitId) ? "ok" : "not_held";
+            }
+        } catch (RuntimeException e) {
+            errors.note(e);
+            unlock = "error";
+        }
+        long released = System.nanoTime();
+        return stressRecord(requested, acquired, releasing, released, "ok", unlock);
+    }
+
+    private static ObjectNode stressRecord(long requested, long acquired, long releasing, long released,
+            String section, String unlock) {
+        ObjectNode record = JSON.createObjectNode();
+        record.put("requested_ns", requested);
+        record.put("acquired_ns", acquired);
+        record.put("releasing_ns", releasing);
+        record.put("released_ns", released);
+        record.put("section", section);
+        record.put("unlock", unlock);
+        return record;
     }
 
     /** One acquire+release pair of a bench task. */
@@ -924,6 +1089,8 @@ public final class Agent {
         String counter;
         long holdUs;
         boolean record;
+        /** stress: an error ends its iteration, not the op; every acquired iteration is recorded. */
+        boolean keepGoing;
         boolean sameKey;
         /** wait_ms was given (sem_acquire, latch_await, psem_acquire: absent means wait forever). */
         boolean hasWait;
@@ -986,6 +1153,7 @@ public final class Agent {
                     }
                     r.holdUs = Math.max(0, integer(req, "hold_us", 0L));
                     r.record = bool(req, "record", false);
+                    r.keepGoing = bool(req, "keep_going", false);
                     break;
                 case "bench":
                     r.tasks = integer(req, "tasks", null);
