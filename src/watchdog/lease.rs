@@ -94,19 +94,30 @@ impl Lease {
             .unwrap_or_else(far_future)
     }
 
-    /// Marks the hold lost (the first reason sticks); the first time counts a lost lease.
+    /// Marks the hold lost; the first time counts a lost lease and fires the signal. The
+    /// first reason sticks, except that [`Loss::Gone`] overrides [`Loss::Expired`]: once
+    /// Redis showed the hold gone, its release must never be sent (the same owner may hold
+    /// the lock again, and the release would free that newer hold).
     pub(crate) fn raise(&self, loss: Loss) {
         let state = match loss {
             Loss::Gone => GONE,
             Loss::Expired => EXPIRED,
         };
-        if self
+        match self
             .state
             .compare_exchange(VALID, state, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
         {
-            self.tag.lease_lost();
-            self.signal.send_replace(());
+            Ok(_) => {
+                self.tag.lease_lost();
+                self.signal.send_replace(());
+            }
+            Err(EXPIRED) if state == GONE => {
+                // Already counted and signalled as lost.
+                let _ =
+                    self.state
+                        .compare_exchange(EXPIRED, GONE, Ordering::AcqRel, Ordering::Acquire);
+            }
+            Err(_) => {}
         }
     }
 
@@ -189,5 +200,26 @@ mod tests {
         tokio::time::timeout(Duration::from_millis(100), l.lost())
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn gone_overrides_expired_so_a_stale_release_is_never_sent() {
+        let l = Lease::new(
+            Instant::now(),
+            Duration::from_secs(60),
+            Tag::kind_only("lock"),
+        );
+        let mut signal = l.signal.subscribe();
+        signal.mark_unchanged();
+        l.raise(Loss::Expired);
+        assert_eq!(l.loss(), Some(Loss::Expired));
+        assert!(signal.has_changed().unwrap());
+        signal.mark_unchanged();
+        l.raise(Loss::Gone);
+        assert_eq!(l.loss(), Some(Loss::Gone));
+        // Signalled once: the upgrade is not a second loss.
+        assert!(!signal.has_changed().unwrap());
+        l.raise(Loss::Expired);
+        assert_eq!(l.loss(), Some(Loss::Gone));
     }
 }
