@@ -152,6 +152,16 @@ impl Transport {
     async fn handle(&mut self, cmd: Command) {
         match cmd {
             Command::Subscribe { channel, done } => {
+                // Every waiter of the channel may have left while the command was queued:
+                // subscribing now would only cost a SUBSCRIBE and its UNSUBSCRIBE.
+                let wanted = self
+                    .registry
+                    .upgrade()
+                    .is_some_and(|r| r.contains(&channel));
+                if !wanted {
+                    let _ = done.send(Ok(()));
+                    return;
+                }
                 let result = self.ensure_subscribed(&channel).await;
                 let _ = done.send(result);
             }
