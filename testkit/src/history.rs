@@ -28,7 +28,8 @@
 //!    shortest blackout that can let a watchdog lease run out).
 //!
 //! and `E`'s own release did not succeed (a holder whose lease ran out must find its release
-//! refused). Anything else is a **violation**. A semaphore over-grant is expected only when
+//! refused; not required of the fair kinds, whose release of a lock that no longer exists
+//! reports success, as Redisson's does). Anything else is a **violation**. A semaphore over-grant is expected only when
 //! the semaphore was wiped.
 //!
 //! A **gap** is a stretch during which a lock had no holder (a semaphore: fewer holders than
@@ -150,6 +151,11 @@ impl FaultClass {
             Self::RestartAof => "restart-aof",
             Self::RestartWiped => "restart-wiped",
         }
+    }
+
+    /// The class of this [`name`](Self::name).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
     }
 
     /// Whether, while it lasts, it keeps `process`'s renewals from reaching Redis when it
@@ -460,7 +466,10 @@ fn classify(
     faults: &[Fault],
     params: &Params,
 ) -> (Option<&'static str>, String) {
-    if earlier.released_ok {
+    // A successful release proves Redis still had the hold, except for the fair kinds: their
+    // release of a lock that no longer exists reports success (Redisson's fair unlock script,
+    // docs/LAYOUT.md §4.7, which the crate follows).
+    if earlier.released_ok && !earlier.is_fair() {
         return (
             None,
             "the earlier holder's release succeeded: Redis had both holds".into(),
@@ -784,6 +793,19 @@ mod tests {
         let report = check(&late, &[], &params());
         assert_eq!(report.violations().count(), 1);
         assert!(report.overlaps[0].detail.contains("fired 1.0 ms after"));
+    }
+
+    #[test]
+    fn a_fair_release_of_a_vanished_lock_is_no_proof_of_a_double_hold() {
+        // Redisson's fair unlock reports success when the lock key is gone.
+        let first = hold("java#1", "fair", 0, 5000);
+        let holds = [first, hold("rust#1", "fair", 4000, 4100)];
+        let wiped = [fault(FaultClass::RestartWiped, None, 100, 300)];
+        let report = check(&holds, &wiped, &params());
+        assert!(report.is_clean(), "{}", report.table());
+        assert_eq!(report.overlaps[0].reason, Some("wiped"));
+        // Without an explanation it is still a violation.
+        assert_eq!(check(&holds, &[], &params()).violations().count(), 1);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! scripts/faults [--seed N] [--duration SECS] [--slice SECS] [--redisson VERSION]
+//! interop-faults --recheck target/faults/seed-N   (judge a recorded run again)
 //! ```
 //!
 //! Every agent reaches Redis through its own fault proxy, so a link fault hits one process.
@@ -62,6 +63,8 @@ const OWNERS: u64 = 2;
 
 struct Options {
     root: PathBuf,
+    /// Judge the run recorded in this directory again instead of running one.
+    recheck: Option<PathBuf>,
     seed: u64,
     duration: Duration,
     slice: Duration,
@@ -72,6 +75,7 @@ impl Options {
     fn parse(mut args: impl Iterator<Item = String>) -> Result<Self, String> {
         let mut options = Self {
             root: std::env::current_dir().map_err(|e| e.to_string())?,
+            recheck: None,
             seed: 1,
             duration: Duration::from_secs(120),
             slice: Duration::from_secs(8),
@@ -81,6 +85,7 @@ impl Options {
             let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
             match arg.as_str() {
                 "--root" => options.root = PathBuf::from(value()?),
+                "--recheck" => options.recheck = Some(PathBuf::from(value()?)),
                 "--seed" => options.seed = number(&arg, &value()?)?,
                 "--duration" => options.duration = Duration::from_secs(number(&arg, &value()?)?),
                 "--slice" => options.slice = Duration::from_secs(number(&arg, &value()?)?),
@@ -107,12 +112,16 @@ fn main() -> ExitCode {
             eprintln!("interop-faults: {message}");
             eprintln!(
                 "usage: interop-faults [--root DIR] [--seed N] [--duration SECS] [--slice SECS] \
-                 [--redisson VERSION]"
+                 [--redisson VERSION] | --recheck DIR"
             );
             return ExitCode::from(2);
         }
     };
-    match run(&options) {
+    let outcome = match &options.recheck {
+        Some(dir) => recheck(dir),
+        None => run(&options),
+    };
+    match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(message) => {
@@ -150,6 +159,79 @@ struct WorkerLog {
     samples: Vec<String>,
     /// A request that failed outright or never answered.
     failures: Vec<String>,
+}
+
+/// The checker's parameters for the agents' settings.
+fn params() -> Params {
+    Params {
+        lease_loss_ns: WATCHDOG_MS * 1_000_000 / 2,
+        rust_wakeup_ns: 2_500_000_000,
+        java_wakeup_ns: (WATCHDOG_MS + 1500) * 1_000_000,
+        fair_wait_ns: FAIR_WAIT_MS * 1_000_000,
+    }
+}
+
+/// Judges a recorded run again (`holds.jsonl` and `faults.jsonl` of its directory).
+fn recheck(dir: &Path) -> Result<bool, String> {
+    let read = |name: &str| -> Result<Vec<Value>, String> {
+        let path = dir.join(name);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).map_err(|e| format!("{}: {e}", path.display())))
+            .collect()
+    };
+    let holds: Vec<Hold> = read("holds.jsonl")?
+        .iter()
+        .map(|h| {
+            let kind = h["kind"].as_str().unwrap_or_default().to_owned();
+            let process = h["process"].as_str().unwrap_or_default().to_owned();
+            Hold {
+                crate_side: process.starts_with("rust"),
+                process,
+                owner: h["owner"].as_u64().unwrap_or(0),
+                access: access(&kind),
+                name: h["name"].as_str().unwrap_or_default().to_owned(),
+                requested_ns: h["requested_ns"].as_u64().unwrap_or(0),
+                acquired_ns: h["acquired_ns"].as_u64().unwrap_or(0),
+                releasing_ns: h["releasing_ns"].as_u64().unwrap_or(0),
+                token: h["token"].as_u64(),
+                lost_ns: h["lost_ns"].as_u64(),
+                released_ok: h["released_ok"] == true,
+                kind,
+            }
+        })
+        .collect();
+    let faults: Vec<Fault> = read("faults.jsonl")?
+        .iter()
+        .map(|f| {
+            Ok(Fault {
+                class: FaultClass::from_name(f["class"].as_str().unwrap_or_default())
+                    .ok_or_else(|| format!("unknown fault class in {f}"))?,
+                target: f["target"].as_str().map(str::to_owned),
+                start_ns: f["start_ns"].as_u64().unwrap_or(0),
+                end_ns: f["end_ns"].as_u64().unwrap_or(0),
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    let report = history::check(&holds, &faults, &params());
+    println!(
+        "{}: {} holds, {} faults, judged again",
+        dir.display(),
+        holds.len(),
+        faults.len()
+    );
+    print!("{}", report.table());
+    Ok(report.is_clean())
+}
+
+fn access(kind: &str) -> Access {
+    match kind {
+        "read" => Access::Read,
+        "semaphore" | "psem" => Access::Permits(PERMITS),
+        _ => Access::Exclusive,
+    }
 }
 
 fn run(options: &Options) -> Result<bool, String> {
@@ -252,13 +334,7 @@ fn run(options: &Options) -> Result<bool, String> {
 
     let holds: Vec<Hold> = logs.iter().flat_map(|l| l.holds.iter().cloned()).collect();
     write_holds(&out.join("holds.jsonl"), &holds)?;
-    let params = Params {
-        lease_loss_ns: WATCHDOG_MS * 1_000_000 / 2,
-        rust_wakeup_ns: 2_500_000_000,
-        java_wakeup_ns: (WATCHDOG_MS + 1500) * 1_000_000,
-        fair_wait_ns: FAIR_WAIT_MS * 1_000_000,
-    };
-    let report = history::check(&holds, &faults, &params);
+    let report = history::check(&holds, &faults, &params());
     let server = server.into_inner().unwrap();
     let wiped = faults.iter().any(|f| f.class == FaultClass::RestartWiped);
     let leftovers = final_state(&server, &prefix, &semaphores, wiped)?;
@@ -395,11 +471,7 @@ fn work(
                 owner,
                 kind: kind.to_owned(),
                 name: name.clone(),
-                access: match kind {
-                    "read" => Access::Read,
-                    "semaphore" | "psem" => Access::Permits(PERMITS),
-                    _ => Access::Exclusive,
-                },
+                access: access(kind),
                 requested_ns: field("requested_ns"),
                 acquired_ns: field("acquired_ns"),
                 releasing_ns: field("releasing_ns"),
