@@ -248,6 +248,33 @@ impl ClientBuilder {
         self
     }
 
+    /// Connects to a Redis Cluster through these seed nodes ([`Config::cluster_nodes`]);
+    /// [`url`](Self::url) is then ignored.
+    ///
+    /// ```rust,no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use redisson_sync::{Client, PubSubMode};
+    ///
+    /// let client = Client::builder()
+    ///     .cluster(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"])
+    ///     .pubsub(PubSubMode::Auto) // as Redisson's default shardedSubscriptionMode
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn cluster<S: Into<String>>(mut self, nodes: impl IntoIterator<Item = S>) -> Self {
+        self.config.cluster_nodes = nodes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`Config::pubsub`].
+    pub fn pubsub(mut self, mode: crate::config::PubSubMode) -> Self {
+        self.config.pubsub = mode;
+        self
+    }
+
     /// Sets [`Config::pool_size`].
     pub fn pool_size(mut self, size: usize) -> Self {
         self.config.pool_size = size;
@@ -328,5 +355,27 @@ impl ClientBuilder {
             last_handle: Arc::new(LastHandle(shared.clone())),
             shared,
         })
+    }
+
+    /// [`build`](Self::build), then connects and checks the topology at once, so that a
+    /// misconfiguration is reported at startup rather than by the first lock call: no seed
+    /// node reachable, a single server given as a cluster or a cluster node given as a single
+    /// server, or [`PubSubMode::Sharded`](crate::PubSubMode::Sharded) on a cluster without
+    /// sharded pub/sub. In cluster mode it also settles the pub/sub flavour.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Topology`](crate::Error::Topology) naming the fix, [`Error::Redis`](crate::Error::Redis)
+    /// or [`Error::Timeout`](crate::Error::Timeout) when Redis cannot be reached, and
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) wrapping a [`BuildError`].
+    pub async fn connect(self) -> Result<Client> {
+        let client = self
+            .build()
+            .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
+        if let Err(e) = client.shared.conn.check().await {
+            client.shutdown().await;
+            return Err(e);
+        }
+        Ok(client)
     }
 }

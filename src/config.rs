@@ -23,8 +23,21 @@ pub struct Config {
     /// Redis URL, `redis://[user:password@]host:port[/db]` (or `rediss://` where redis-rs has
     /// TLS enabled).
     ///
-    /// Default: `redis://127.0.0.1:6379`.
+    /// Default: `redis://127.0.0.1:6379`. Ignored when [`cluster_nodes`](Self::cluster_nodes)
+    /// is set.
     pub url: String,
+    /// Seed nodes of a Redis Cluster (`redis://host:port` each; any reachable one is enough,
+    /// the client discovers the rest and follows topology changes). Empty: a single server at
+    /// [`url`](Self::url).
+    ///
+    /// Default: empty.
+    pub cluster_nodes: Vec<String>,
+    /// In cluster mode, how unlock messages are published and waited for (Redisson's
+    /// `shardedSubscriptionMode`); outside cluster mode always classic `PUBLISH`/`SUBSCRIBE`.
+    /// Match the Java services': see [`PubSubMode`].
+    ///
+    /// Default: [`PubSubMode::Auto`].
+    pub pubsub: PubSubMode,
     /// Maximum number of connections for lock commands (one more, dedicated connection
     /// carries the client's pub/sub subscriptions). Calls share a connection: it is
     /// multiplexed, so the requests of concurrent tasks travel pipelined on it, and a further
@@ -89,10 +102,66 @@ pub struct Config {
     pub metrics_name_label: bool,
 }
 
+/// How a client in cluster mode publishes its messages and subscribes to them (Redisson's
+/// `ShardedSubscriptionMode`, docs/LAYOUT.md §1.6). Sharded (`SPUBLISH`/`SSUBSCRIBE`) and classic
+/// (`PUBLISH`/`SUBSCRIBE`) messages are separate in Redis 7: a waiter only hears messages of its
+/// own flavour, so every client sharing a lock must agree (or one side must use [`Both`](Self::Both)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "lowercase")
+)]
+#[non_exhaustive]
+pub enum PubSubMode {
+    /// Sharded when the cluster supports it (`PUBSUB SHARDNUMSUB` succeeds: Redis or Valkey
+    /// 7+), classic otherwise; exactly how Redisson 3.28+ decides with its default `AUTO`.
+    #[default]
+    Auto,
+    /// Always classic `PUBLISH`/`SUBSCRIBE` (Redisson `OFF`, and every Redisson before 3.22).
+    Classic,
+    /// Always `SPUBLISH`/`SSUBSCRIBE` (Redisson `ON`); connecting fails on a cluster without
+    /// sharded pub/sub.
+    Sharded,
+    /// Publish with both verbs and listen both ways, so Java peers in either mode are woken
+    /// (for a fleet migrating between modes). Needs sharded pub/sub.
+    Both,
+}
+
+impl PubSubMode {
+    /// The name used in configuration (`auto`, `classic`, `sharded`, `both`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Classic => "classic",
+            Self::Sharded => "sharded",
+            Self::Both => "both",
+        }
+    }
+}
+
+impl std::str::FromStr for PubSubMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "classic" => Ok(Self::Classic),
+            "sharded" => Ok(Self::Sharded),
+            "both" => Ok(Self::Both),
+            other => Err(format!(
+                "pub/sub mode must be auto, classic, sharded or both, got {other:?}"
+            )),
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
             url: "redis://127.0.0.1:6379".to_owned(),
+            cluster_nodes: Vec::new(),
+            pubsub: PubSubMode::Auto,
             pool_size: 16,
             watchdog_timeout: Duration::from_secs(30),
             watchdog_batch_size: 100,
@@ -107,6 +176,19 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The default configuration for a Redis Cluster with these seed nodes.
+    pub fn from_cluster<S: Into<String>>(nodes: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            cluster_nodes: nodes.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Whether this configuration is for a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        !self.cluster_nodes.is_empty()
+    }
+
     /// The default configuration with the given Redis URL.
     pub fn from_url(url: impl Into<String>) -> Self {
         Self {
@@ -134,6 +216,11 @@ impl Config {
         }
         if self.watchdog_batch_size == 0 {
             return bad("watchdog_batch_size must be at least 1".into());
+        }
+        for node in &self.cluster_nodes {
+            if let Err(e) = redis::IntoConnectionInfo::into_connection_info(node.as_str()) {
+                return bad(format!("cluster node {node:?} is not a Redis URL: {e}"));
+            }
         }
         for (field, value, min) in [
             (
@@ -290,5 +377,29 @@ mod serde_tests {
 
         let round: Config = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
         assert_eq!(round, c);
+    }
+
+    #[test]
+    fn a_cluster_config_names_its_seeds_and_pubsub_mode() {
+        let c: Config = serde_json::from_str(
+            r#"{"cluster_nodes":["redis://10.0.0.1:6379","redis://10.0.0.2:6379"],"pubsub":"both"}"#,
+        )
+        .unwrap();
+        assert!(c.is_cluster());
+        assert_eq!(c.cluster_nodes.len(), 2);
+        assert_eq!(c.pubsub, PubSubMode::Both);
+        assert!(c.validate().is_ok());
+        assert_eq!(Config::default().pubsub, PubSubMode::Auto);
+        let err = serde_json::from_str::<Config>(r#"{"pubsub":"sometimes"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown variant"), "{err}");
+        let bad = Config::from_cluster(["not a url"]);
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(err.contains("cluster node \"not a url\""), "{err}");
+        let round: Config = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(round, c);
+        assert_eq!("sharded".parse::<PubSubMode>(), Ok(PubSubMode::Sharded));
+        assert!("x".parse::<PubSubMode>().is_err());
     }
 }

@@ -75,6 +75,12 @@ pub enum Error {
         /// The permit ids asked for, as 32-character hex.
         ids: Vec<String>,
     },
+    /// The servers are not what the configuration says, or a name cannot be used on them: a
+    /// single server given as a cluster, a Redis Cluster node given as a single server, no
+    /// seed node reachable, sharded pub/sub asked of a cluster without it, a name whose
+    /// derived keys would fall in different cluster slots. The message names the fix; nothing
+    /// was written.
+    Topology(String),
     /// The client was shut down with [`Client::shutdown`](crate::Client::shutdown).
     Shutdown,
     /// A script returned a reply this crate does not understand.
@@ -146,6 +152,7 @@ impl Error {
                     || e.is_timeout()
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
+                    || e.kind() == redis::ErrorKind::ClusterConnectionNotFound
                     || self.server_busy()
             }
             _ => false,
@@ -201,6 +208,7 @@ impl fmt::Display for Error {
                 ids.join(", ")
             ),
             Self::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
+            Self::Topology(msg) => f.write_str(msg),
             Self::Shutdown => write!(f, "the client has been shut down"),
             Self::UnexpectedReply { script, detail } => {
                 write!(f, "unexpected reply from script {script}: {detail}")

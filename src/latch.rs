@@ -107,14 +107,15 @@ impl CountDownLatch {
             )));
         }
         let inner = &self.inner;
-        inner.shared.ensure_open()?;
+        inner.usable()?;
+        let verb = inner.shared.conn.publish_command().await?;
         let mut invocation = TRY_SET.prepare_invoke();
         invocation
             .key(&*inner.name)
             .key(&*inner.channel)
             .arg(NEW_COUNT_MESSAGE)
             .arg(count)
-            .arg(inner.shared.conn.publish_command());
+            .arg(verb);
         let call = Call::write("try_set_count", &inner.name, &invocation).idempotent();
         bool_reply("latch/try_set.lua", inner.shared.conn.call(call).await?)
     }
@@ -128,13 +129,14 @@ impl CountDownLatch {
     /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
     pub async fn count_down(&self) -> Result<()> {
         let inner = &self.inner;
-        inner.shared.ensure_open()?;
+        inner.usable()?;
+        let verb = inner.shared.conn.publish_command().await?;
         let mut invocation = COUNT_DOWN.prepare_invoke();
         invocation
             .key(&*inner.name)
             .key(&*inner.channel)
             .arg(ZERO_COUNT_MESSAGE)
-            .arg(inner.shared.conn.publish_command());
+            .arg(verb);
         let call = Call::write("count_down", &inner.name, &invocation);
         int_reply("latch/count_down.lua", inner.shared.conn.call(call).await?).map(|_| ())
     }
@@ -145,7 +147,7 @@ impl CountDownLatch {
     ///
     /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
     pub async fn get_count(&self) -> Result<u64> {
-        self.inner.shared.ensure_open()?;
+        self.inner.usable()?;
         self.inner.count().await
     }
 
@@ -158,13 +160,14 @@ impl CountDownLatch {
     /// [`Error::WrongType`] (nothing is deleted), [`Error::Redis`], [`Error::Timeout`].
     pub async fn delete(&self) -> Result<bool> {
         let inner = &self.inner;
-        inner.shared.ensure_open()?;
+        inner.usable()?;
+        let verb = inner.shared.conn.publish_command().await?;
         let mut invocation = DELETE.prepare_invoke();
         invocation
             .key(&*inner.name)
             .key(&*inner.channel)
             .arg(NEW_COUNT_MESSAGE)
-            .arg(inner.shared.conn.publish_command());
+            .arg(verb);
         let call = Call::write("delete", &inner.name, &invocation).idempotent();
         bool_reply("latch/delete.lua", inner.shared.conn.call(call).await?)
     }
@@ -205,6 +208,7 @@ impl CountDownLatch {
     }
 
     async fn await_within(&self, wait: Option<Duration>) -> Result<bool> {
+        self.inner.usable()?;
         let open = Arc::new(LatchOpen {
             inner: self.inner.clone(),
         });
@@ -215,6 +219,24 @@ impl CountDownLatch {
 }
 
 impl Inner {
+    /// The client is open, and the latch's name can be used on its servers: in a cluster a
+    /// latch name must not contain `{`, since Redisson wraps the whole name in braces for
+    /// the channel (`redisson_countdownlatch__channel__{N}`, docs/LAYOUT.md §1.2), which
+    /// then hashes to another slot than the latch key.
+    fn usable(&self) -> Result<()> {
+        self.shared.ensure_open()?;
+        if self.shared.conn.is_cluster() && self.name.contains('{') {
+            return Err(crate::Error::Topology(format!(
+                "count-down latch name {:?} cannot be used on Redis Cluster: Redisson's latch \
+                 channel wraps the whole name in braces, so with a '{{' in the name the channel \
+                 falls in another slot than the latch and its scripts would fail with \
+                 CROSSSLOT; use a name without braces; nothing was written",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
     async fn count(&self) -> Result<u64> {
         let cmd = Cmd::get(&*self.name);
         let reply = self

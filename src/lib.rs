@@ -37,7 +37,7 @@ mod inspect;
 mod client;
 
 pub use client::{Client, ClientBuilder};
-pub use config::Config;
+pub use config::{Config, PubSubMode};
 pub use error::{BuildError, Error, Result};
 pub use inspect::{
     AcquiredPermit, CounterHint, HoldMode, Holder, Inspect, ReadMarker, Snapshot, StructureKind,

@@ -11,7 +11,7 @@
 -- ARGV[1] = holder field F of the waiter leaving
 -- ARGV[2] = that waiter's slot in milliseconds (as its acquire passed it)
 -- ARGV[3] = (with KEYS[3]) unlock message ("0")
--- ARGV[4] = (with KEYS[3]) publish command (PUBLISH or SPUBLISH)
+-- ARGV[4] = (with KEYS[3]) publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 --
 -- Reply: 0, always. Effect: every waiter queued after F has its deadline moved ARGV[2]
 --        earlier (each moves up one place), then F is removed from the zset and the list.
@@ -28,6 +28,6 @@ end
 redis.call('zrem', KEYS[2], ARGV[1])
 redis.call('lrem', KEYS[1], 0, ARGV[1])
 if KEYS[3] and i == 1 and #queue > 1 and redis.call('exists', KEYS[3]) == 0 then
-    redis.call(ARGV[4], KEYS[4] .. ':' .. queue[2], ARGV[3])
+    for verb in string.gmatch(ARGV[4], '%S+') do redis.call(verb, KEYS[4] .. ':' .. queue[2], ARGV[3]) end
 end
 return 0

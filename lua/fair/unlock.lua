@@ -12,7 +12,7 @@
 -- ARGV[2] = lease in milliseconds re-applied while holds remain
 -- ARGV[3] = holder field F
 -- ARGV[4] = unlock message ("0", Redisson LockPubSub.UNLOCK_MESSAGE)
--- ARGV[5] = publish command (PUBLISH, or SPUBLISH for sharded pub/sub)
+-- ARGV[5] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 --
 -- Reply: nil = N exists but F does not hold it (nothing changed);
 --        0   = one hold released, others remain (TTL reset to ARGV[2]);
@@ -23,7 +23,7 @@
 if redis.call('exists', KEYS[1]) == 0 then
     local head = redis.call('lindex', KEYS[2], 0)
     if head ~= false then
-        redis.call(ARGV[5], KEYS[4] .. ':' .. head, ARGV[4])
+        for verb in string.gmatch(ARGV[5], '%S+') do redis.call(verb, KEYS[4] .. ':' .. head, ARGV[4]) end
     end
     return 2
 end
@@ -38,6 +38,6 @@ end
 redis.call('del', KEYS[1])
 local head = redis.call('lindex', KEYS[2], 0)
 if head ~= false then
-    redis.call(ARGV[5], KEYS[4] .. ':' .. head, ARGV[4])
+    for verb in string.gmatch(ARGV[5], '%S+') do redis.call(verb, KEYS[4] .. ':' .. head, ARGV[4]) end
 end
 return 1

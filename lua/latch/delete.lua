@@ -4,7 +4,7 @@
 -- KEYS[1] = latch name N
 -- KEYS[2] = channel redisson_countdownlatch__channel__{N}
 -- ARGV[1] = message '1' (NEW_COUNT_MESSAGE)
--- ARGV[2] = publish command
+-- ARGV[2] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 --
 -- A key of another type at N is an error (WRONGTYPE), and nothing is changed.
 --
@@ -14,7 +14,7 @@ if t ~= 'none' and t ~= 'string' then
     return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
 if redis.call('del', KEYS[1]) == 1 then
-    redis.call(ARGV[2], KEYS[2], ARGV[1])
+    for verb in string.gmatch(ARGV[2], '%S+') do redis.call(verb, KEYS[2], ARGV[1]) end
     return 1
 end
 return 0

@@ -5,7 +5,7 @@
 -- KEYS[2] = channel redisson_countdownlatch__channel__{N}
 -- ARGV[1] = message '1' (Redisson CountDownLatchPubSub.NEW_COUNT_MESSAGE: closes the latch)
 -- ARGV[2] = the count (>= 1)
--- ARGV[3] = publish command (PUBLISH, or SPUBLISH for sharded pub/sub)
+-- ARGV[3] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 --
 -- A key of another type at N is an error (WRONGTYPE), and nothing is changed.
 --
@@ -16,7 +16,7 @@ if t ~= 'none' and t ~= 'string' then
 end
 if redis.call('exists', KEYS[1]) == 0 then
     redis.call('set', KEYS[1], ARGV[2])
-    redis.call(ARGV[3], KEYS[2], ARGV[1])
+    for verb in string.gmatch(ARGV[3], '%S+') do redis.call(verb, KEYS[2], ARGV[1]) end
     return 1
 end
 return 0

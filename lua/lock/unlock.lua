@@ -7,7 +7,7 @@
 -- ARGV[1] = unlock message ("0", Redisson LockPubSub.UNLOCK_MESSAGE)
 -- ARGV[2] = lease in milliseconds re-applied while holds remain
 -- ARGV[3] = holder field F
--- ARGV[4] = publish command (PUBLISH, or SPUBLISH for sharded pub/sub)
+-- ARGV[4] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 --
 -- Reply: nil = F does not hold N (nothing changed);
 --        0   = one hold released, others remain (TTL reset to ARGV[2]);
@@ -21,5 +21,5 @@ if remaining > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[4], KEYS[2], ARGV[1])
+for verb in string.gmatch(ARGV[4], '%S+') do redis.call(verb, KEYS[2], ARGV[1]) end
 return 1

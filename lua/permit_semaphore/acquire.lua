@@ -10,7 +10,7 @@
 -- ARGV[2] = the new permits' expiry (epoch ms) or ARGV[4]
 -- ARGV[3] = now (epoch ms)
 -- ARGV[4] = 922337203685477, the score of a permit without lease (Redisson's nonExpirableTimeout)
--- ARGV[5] = publish command (PUBLISH, or SPUBLISH for sharded pub/sub)
+-- ARGV[5] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 -- ARGV[6..5+n] = the new permit ids (16 raw bytes each)
 --
 -- Reply: 'OK' = acquired (N decremented by n, the ids added to KEYS[2], which takes N's TTL);
@@ -27,7 +27,7 @@ if #expired > 0 then
     redis.call('zrem', KEYS[2], unpack(expired))
     local value = redis.call('incrby', KEYS[1], #expired)
     if tonumber(value) > 0 then
-        redis.call(ARGV[5], KEYS[3], value)
+        for verb in string.gmatch(ARGV[5], '%S+') do redis.call(verb, KEYS[3], value) end
     end
 end
 local value = redis.call('get', KEYS[1])

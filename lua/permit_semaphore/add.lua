@@ -5,7 +5,7 @@
 -- KEYS[1] = semaphore name N
 -- KEYS[2] = channel redisson_sc:{N}
 -- ARGV[1] = permits to add (may be negative)
--- ARGV[2] = publish command
+-- ARGV[2] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 --
 -- Reply: the new number of available permits.
 local value = redis.call('get', KEYS[1])
@@ -15,6 +15,6 @@ end
 local updated = tonumber(value) + tonumber(ARGV[1])
 redis.call('set', KEYS[1], updated)
 if tonumber(ARGV[1]) > 0 then
-    redis.call(ARGV[2], KEYS[2], ARGV[1])
+    for verb in string.gmatch(ARGV[2], '%S+') do redis.call(verb, KEYS[2], ARGV[1]) end
 end
 return updated

@@ -6,7 +6,7 @@
 -- KEYS[2] = {N}:timeout
 -- KEYS[3] = channel redisson_sc:{N}
 -- ARGV[1] = now (epoch ms)
--- ARGV[2] = publish command
+-- ARGV[2] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 -- ARGV[3] = what to count: 'available' (N, 0 when missing), 'acquired' (members of KEYS[2])
 --           or 'total' (both; 0 when N is missing)
 --
@@ -21,7 +21,7 @@ if #expired > 0 then
     redis.call('zrem', KEYS[2], unpack(expired))
     local value = redis.call('incrby', KEYS[1], #expired)
     if tonumber(value) > 0 then
-        redis.call(ARGV[2], KEYS[3], value)
+        for verb in string.gmatch(ARGV[2], '%S+') do redis.call(verb, KEYS[3], value) end
     end
 end
 local available = redis.call('get', KEYS[1])

@@ -7,7 +7,7 @@
 -- KEYS[3] = channel redisson_sc:{N}
 -- ARGV[1] = the permit id (16 raw bytes)
 -- ARGV[2] = now (epoch ms)
--- ARGV[3] = publish command
+-- ARGV[3] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 -- ARGV[4] = 922337203685477 (the score of a permit without lease)
 -- ARGV[5] = (optional) the permit's new expiry (epoch ms, or ARGV[4]): update instead of read
 --
@@ -24,7 +24,7 @@ if #expired > 0 then
     redis.call('zrem', KEYS[2], unpack(expired))
     local value = redis.call('incrby', KEYS[1], #expired)
     if tonumber(value) > 0 then
-        redis.call(ARGV[3], KEYS[3], value)
+        for verb in string.gmatch(ARGV[3], '%S+') do redis.call(verb, KEYS[3], value) end
     end
 end
 local score = redis.call('zscore', KEYS[2], ARGV[1])

@@ -7,7 +7,7 @@
 -- KEYS[3] = {N}:timeout
 -- ARGV[1] = the number of ids
 -- ARGV[2] = now (epoch ms)
--- ARGV[3] = publish command
+-- ARGV[3] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 -- ARGV[4..] = the permit ids (16 raw bytes each)
 --
 -- Reply: 0 = some id is missing or expired (nothing changed);
@@ -29,7 +29,7 @@ if #expired > 0 then
     redis.call('zrem', KEYS[3], unpack(expired))
     local value = redis.call('incrby', KEYS[1], #expired)
     if tonumber(value) > 0 then
-        redis.call(ARGV[3], KEYS[2], value)
+        for verb in string.gmatch(ARGV[3], '%S+') do redis.call(verb, KEYS[2], value) end
     end
 end
 local ids = {}
@@ -38,5 +38,5 @@ for i = 4, #ARGV, 1 do
 end
 local removed = redis.call('zrem', KEYS[3], unpack(ids))
 redis.call('incrby', KEYS[1], removed)
-redis.call(ARGV[3], KEYS[2], removed)
+for verb in string.gmatch(ARGV[3], '%S+') do redis.call(verb, KEYS[2], removed) end
 return removed

@@ -7,7 +7,7 @@
 -- KEYS[3] = {N}:timeout
 -- ARGV[1] = the permit id (16 raw bytes)
 -- ARGV[2] = now (epoch ms)
--- ARGV[3] = publish command
+-- ARGV[3] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 --
 -- Reply: 1 = released (the id removed, N incremented, its new value published);
 --        0 = the id is not there (nothing changed), or it had already expired (it is then
@@ -22,7 +22,7 @@ if redis.call('zrem', KEYS[3], ARGV[1]) ~= 1 then
     return 0
 end
 local value = redis.call('incrby', KEYS[1], 1)
-redis.call(ARGV[3], KEYS[2], value)
+for verb in string.gmatch(ARGV[3], '%S+') do redis.call(verb, KEYS[2], value) end
 if tonumber(expire) <= tonumber(ARGV[2]) then
     return 0
 end

@@ -5,7 +5,7 @@
 -- KEYS[2] = channel redisson_sc:{N}
 -- KEYS[3] = {N}:timeout
 -- ARGV[1] = the total permits n
--- ARGV[2] = publish command
+-- ARGV[2] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 --
 -- Reply: 1 = changed (n published on KEYS[2]); 0 = the total already was n (nothing changed).
 local t1 = redis.call('type', KEYS[1]).ok
@@ -16,7 +16,7 @@ end
 local available = redis.call('get', KEYS[1])
 if available == false then
     redis.call('set', KEYS[1], ARGV[1])
-    redis.call(ARGV[2], KEYS[2], ARGV[1])
+    for verb in string.gmatch(ARGV[2], '%S+') do redis.call(verb, KEYS[2], ARGV[1]) end
     return 1
 end
 local acquired = redis.call('zcount', KEYS[3], 0, '+inf')
@@ -25,5 +25,5 @@ if total == tonumber(ARGV[1]) then
     return 0
 end
 redis.call('incrby', KEYS[1], tonumber(ARGV[1]) - total)
-redis.call(ARGV[2], KEYS[2], ARGV[1])
+for verb in string.gmatch(ARGV[2], '%S+') do redis.call(verb, KEYS[2], ARGV[1]) end
 return 1

@@ -7,13 +7,13 @@
 -- KEYS[2] = channel redisson_rwlock:{N}
 -- ARGV[1] = the mode this half deletes: "read" or "write"
 -- ARGV[2] = message: "0" (read half, wakes one waiter per client) or "1" (write half, wakes all)
--- ARGV[3] = publish command (PUBLISH or SPUBLISH)
+-- ARGV[3] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 --
 -- Reply: 1 = N was in mode ARGV[1] and was deleted (ARGV[2] published on KEYS[2]);
 --        0 = N is absent or in the other mode (nothing changed).
 if redis.call('hget', KEYS[1], 'mode') == ARGV[1] then
     redis.call('del', KEYS[1])
-    redis.call(ARGV[3], KEYS[2], ARGV[2])
+    for verb in string.gmatch(ARGV[3], '%S+') do redis.call(verb, KEYS[2], ARGV[2]) end
     return 1
 end
 return 0

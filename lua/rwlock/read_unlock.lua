@@ -9,7 +9,7 @@
 --           "<keyPrefix>:G:rwlock_timeout:k"
 -- ARGV[1] = unlock message ("0", Redisson LockPubSub.UNLOCK_MESSAGE)
 -- ARGV[2] = reader field F
--- ARGV[3] = publish command (PUBLISH, or SPUBLISH for sharded pub/sub)
+-- ARGV[3] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 --
 -- Reply: nil = N does not exist (ARGV[1] is still published on KEYS[2], as Redisson does), or
 --              F holds no read lock in N (nothing changed);
@@ -20,7 +20,7 @@
 --              readers of dead clients ("zombies", whose markers expired) are swept away.
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
-    redis.call(ARGV[3], KEYS[2], ARGV[1])
+    for verb in string.gmatch(ARGV[3], '%S+') do redis.call(verb, KEYS[2], ARGV[1]) end
     return nil
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
@@ -52,5 +52,5 @@ if redis.call('hlen', KEYS[1]) > 1 then
     end
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[3], KEYS[2], ARGV[1])
+for verb in string.gmatch(ARGV[3], '%S+') do redis.call(verb, KEYS[2], ARGV[1]) end
 return 1

@@ -7,7 +7,7 @@
 -- ARGV[1] = unlock message ("1", Redisson LockPubSub.READ_UNLOCK_MESSAGE: wakes every waiter)
 -- ARGV[2] = lease in milliseconds re-applied while write holds remain
 -- ARGV[3] = writer field F:write
--- ARGV[4] = publish command (PUBLISH, or SPUBLISH for sharded pub/sub)
+-- ARGV[4] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 --
 -- Reply: nil = N does not exist (ARGV[1] is still published on KEYS[2], as Redisson does), or
 --              N is in mode read, or F:write does not hold it (nothing changed);
@@ -17,7 +17,7 @@
 --              published.
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
-    redis.call(ARGV[4], KEYS[2], ARGV[1])
+    for verb in string.gmatch(ARGV[4], '%S+') do redis.call(verb, KEYS[2], ARGV[1]) end
     return nil
 end
 if mode == 'write' then
@@ -32,7 +32,7 @@ if mode == 'write' then
     redis.call('hdel', KEYS[1], ARGV[3])
     if redis.call('hlen', KEYS[1]) == 1 then
         redis.call('del', KEYS[1])
-        redis.call(ARGV[4], KEYS[2], ARGV[1])
+        for verb in string.gmatch(ARGV[4], '%S+') do redis.call(verb, KEYS[2], ARGV[1]) end
     else
         redis.call('hset', KEYS[1], 'mode', 'read')
     end

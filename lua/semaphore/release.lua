@@ -7,7 +7,7 @@
 -- KEYS[3] = (optional) the grant marker of the acquisition these permits came from
 --           (docs/LAYOUT.md §12): deleted with the release
 -- ARGV[1] = permits released (>= 1)
--- ARGV[2] = publish command (PUBLISH, or SPUBLISH for sharded pub/sub)
+-- ARGV[2] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 -- ARGV[3] = 'if_exists' to release only when N exists (releaseIfExists); anything else
 --           creates N when missing (release)
 --
@@ -20,5 +20,5 @@ local value = redis.call('incrby', KEYS[1], ARGV[1])
 if KEYS[3] ~= nil then
     redis.call('del', KEYS[3])
 end
-redis.call(ARGV[2], KEYS[2], value)
+for verb in string.gmatch(ARGV[2], '%S+') do redis.call(verb, KEYS[2], value) end
 return 1

@@ -5,7 +5,7 @@
 -- KEYS[1] = semaphore name N
 -- KEYS[2] = channel redisson_sc:{N}
 -- ARGV[1] = permits
--- ARGV[2] = publish command
+-- ARGV[2] = publish verb(s), run in turn: PUBLISH, SPUBLISH (sharded pub/sub) or 'SPUBLISH PUBLISH' (both)
 -- ARGV[3] = (optional) time to live of N in milliseconds
 --
 -- A key of another type at N is an error (WRONGTYPE), and nothing is changed.
@@ -23,5 +23,5 @@ if ARGV[3] ~= nil then
 else
     redis.call('set', KEYS[1], ARGV[1])
 end
-redis.call(ARGV[2], KEYS[2], ARGV[1])
+for verb in string.gmatch(ARGV[2], '%S+') do redis.call(verb, KEYS[2], ARGV[1]) end
 return 1

@@ -12,6 +12,7 @@
 //! connection dropped. Acquire and release scripts are never re-sent from here: whether they
 //! took effect is then unknown, and their callers find out (`crate::holds`).
 
+mod cluster;
 mod single;
 
 use std::fmt;
@@ -19,11 +20,15 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use redis::aio::PubSub;
-use redis::{Cmd, ScriptInvocation, Value};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, PushInfo, ScriptInvocation, Value};
+use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::error::{BuildError, Result};
 
+use cluster::Cluster;
+pub(crate) use cluster::Flavour;
 use single::Single;
 
 /// A connection as the server knows it (`CLIENT INFO`): what `CLIENT KILL` needs to cut it
@@ -35,6 +40,8 @@ pub(crate) struct ServerClient {
     /// `addr=`: the client's address as the server sees it; with the id it cannot match another
     /// connection, even after a server restart that reuses ids. `None` on servers before 6.2.
     pub(crate) addr: Option<String>,
+    /// `laddr=`: the server's own address on this connection (which cluster node it is).
+    pub(crate) node: Option<String>,
 }
 
 impl ServerClient {
@@ -42,14 +49,20 @@ impl ServerClient {
     pub(crate) fn parse(info: &str) -> Option<Self> {
         let mut id = None;
         let mut addr = None;
+        let mut node = None;
         for field in info.split_whitespace() {
             match field.split_once('=') {
                 Some(("id", v)) => id = v.parse().ok(),
                 Some(("addr", v)) => addr = Some(v.to_owned()),
+                Some(("laddr", v)) => node = Some(v.to_owned()),
                 _ => {}
             }
         }
-        Some(Self { id: id?, addr })
+        Some(Self {
+            id: id?,
+            addr,
+            node,
+        })
     }
 }
 
@@ -192,32 +205,68 @@ pub(crate) struct Conn {
 
 enum Topology {
     Single(Single),
+    Cluster(Box<Cluster>),
 }
+
+/// A dedicated connection for the pub/sub transport.
+pub(crate) enum Subscriber {
+    /// A single server's RESP2 pub/sub connection.
+    Single(PubSub),
+    /// A cluster connection (RESP3) and its pushes, with the flavour to subscribe by.
+    Cluster(
+        ClusterConnection,
+        mpsc::UnboundedReceiver<PushInfo>,
+        Flavour,
+    ),
+}
+
+/// The renewal group of a key: a watchdog batch script only ever holds keys of one group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct SlotGroup(Option<redis::cluster_routing::Slot>);
 
 impl fmt::Debug for Conn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.topology {
             Topology::Single(single) => single.fmt(f),
+            Topology::Cluster(cluster) => cluster.fmt(f),
         }
     }
 }
 
 impl Conn {
     pub(crate) fn new(config: &Config) -> Result<Self, BuildError> {
+        let topology = if config.is_cluster() {
+            Topology::Cluster(Box::new(Cluster::new(config)?))
+        } else {
+            Topology::Single(Single::new(config)?)
+        };
         Ok(Self {
-            topology: Topology::Single(Single::new(config)?),
+            topology,
             command_timeout: config.command_timeout,
         })
+    }
+
+    /// Whether the client talks to a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.topology, Topology::Cluster(_))
+    }
+
+    /// Connects and checks that the servers are what the configuration says (see
+    /// `ClientBuilder::connect`).
+    pub(crate) async fn check(&self) -> Result<()> {
+        match &self.topology {
+            Topology::Single(single) => single.check().await,
+            Topology::Cluster(cluster) => cluster.check().await.map(drop),
+        }
     }
 
     /// Runs one call. The only function of the crate that sends a request to Redis.
     pub(crate) async fn call(&self, call: Call<'_>) -> Result<Value> {
         let limit = call.limit.unwrap_or(self.command_timeout);
-        let Topology::Single(single) = &self.topology;
-        let result = match single.run(&call, limit).await {
+        let result = match self.run(&call, limit).await {
             Err(e) if call.resend == Resend::Once && e.connection_dropped() => {
                 tracing::debug!(op = call.op, key = call.key, error = %e, "connection dropped; sending once more");
-                single.run(&call, limit).await
+                self.run(&call, limit).await
             }
             other => other,
         };
@@ -227,29 +276,43 @@ impl Conn {
         result
     }
 
+    async fn run(&self, call: &Call<'_>, limit: Duration) -> Result<Value> {
+        match &self.topology {
+            Topology::Single(single) => single.run(call, limit).await,
+            Topology::Cluster(cluster) => cluster.run(call, limit).await,
+        }
+    }
+
     /// Makes sure a request of unknown outcome can no longer run: kills, at the server, the
     /// connection it was sent on (`CLIENT KILL ID .. ADDR ..`), so whatever of it Redis has not
-    /// run yet is dropped with the connection. `key` routes the kill to the request's server.
+    /// run yet is dropped with the connection. `key` routes the kill to the request's server
+    /// (in a cluster: the node the connection's identity names).
     /// `Ok(false)` when it cannot (no connection identity, or no permission for `CLIENT
     /// KILL`): the request may then still run later.
     pub(crate) async fn cut_off(&self, delivery: &Delivery, key: &str) -> Result<bool> {
         let Some(Some(client)) = delivery.0.get() else {
             return Ok(false);
         };
-        let mut cmd = redis::cmd("CLIENT");
-        cmd.arg("KILL").arg("ID").arg(client.id);
-        if let Some(addr) = &client.addr {
-            cmd.arg("ADDR").arg(addr);
-        }
-        cmd.arg("SKIPME").arg("yes");
-        let call = Call::new(
-            "cut off",
-            key,
-            Access::Write,
-            Resend::Once,
-            Body::Command(&cmd),
-        );
-        match self.call(call).await {
+        let result = match &self.topology {
+            Topology::Single(_) => {
+                let mut cmd = redis::cmd("CLIENT");
+                cmd.arg("KILL").arg("ID").arg(client.id);
+                if let Some(addr) = &client.addr {
+                    cmd.arg("ADDR").arg(addr);
+                }
+                cmd.arg("SKIPME").arg("yes");
+                let call = Call::new(
+                    "cut off",
+                    key,
+                    Access::Write,
+                    Resend::Once,
+                    Body::Command(&cmd),
+                );
+                self.call(call).await
+            }
+            Topology::Cluster(cluster) => cluster.cut_off(client, key).await,
+        };
+        match result {
             // 1: killed; 0: the server had already closed it. Either way nothing of it runs.
             Ok(_) => Ok(true),
             Err(crate::error::Error::Redis(e)) if e.code() == Some("NOPERM") => {
@@ -263,15 +326,33 @@ impl Conn {
     }
 
     /// A dedicated connection for the pub/sub transport's subscriptions.
-    pub(crate) async fn subscriber(&self) -> Result<PubSub> {
-        let Topology::Single(single) = &self.topology;
-        single.subscriber().await
+    pub(crate) async fn subscriber(&self) -> Result<Subscriber> {
+        match &self.topology {
+            Topology::Single(single) => Ok(Subscriber::Single(single.subscriber().await?)),
+            Topology::Cluster(cluster) => {
+                let (conn, pushes, flavour) = cluster.subscriber().await?;
+                Ok(Subscriber::Cluster(conn, pushes, flavour))
+            }
+        }
     }
 
-    /// The command a release script publishes its message with: `PUBLISH` (a single server;
-    /// a cluster with sharded pub/sub will use `SPUBLISH`, docs/LAYOUT.md §1.6).
-    pub(crate) fn publish_command(&self) -> &'static str {
-        "PUBLISH"
+    /// The verb(s) a script publishes its message with (passed as an argument, as Redisson
+    /// does, docs/LAYOUT.md §1.6): `PUBLISH` on a single server; in a cluster `SPUBLISH`,
+    /// `PUBLISH`, or `SPUBLISH PUBLISH` (both), per `Config::pubsub`, settled at the first
+    /// connection.
+    pub(crate) async fn publish_command(&self) -> Result<&'static str> {
+        match &self.topology {
+            Topology::Single(_) => Ok("PUBLISH"),
+            Topology::Cluster(cluster) => cluster.publish_command().await,
+        }
+    }
+
+    /// The renewal group of `key`: its slot in a cluster, one group on a single server.
+    pub(crate) fn slot_group(&self, key: &str) -> SlotGroup {
+        match &self.topology {
+            Topology::Single(_) => SlotGroup(None),
+            Topology::Cluster(_) => SlotGroup(Some(Cluster::slot(key))),
+        }
     }
 
     /// The time limit of one command.
@@ -281,7 +362,9 @@ impl Conn {
 
     /// Closes the connections; later calls fail with `Error::Shutdown`.
     pub(crate) fn close(&self) {
-        let Topology::Single(single) = &self.topology;
-        single.close();
+        match &self.topology {
+            Topology::Single(single) => single.close(),
+            Topology::Cluster(cluster) => cluster.close(),
+        }
     }
 }

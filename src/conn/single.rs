@@ -90,7 +90,11 @@ async fn identify(
         .query_async::<u64>(conn)
         .await
     {
-        Ok(id) => Ok(Some(Arc::new(ServerClient { id, addr: None }))),
+        Ok(id) => Ok(Some(Arc::new(ServerClient {
+            id,
+            addr: None,
+            node: None,
+        }))),
         Err(e) if e.is_io_error() || e.is_timeout() => Err(e),
         Err(_) => Ok(None),
     }
@@ -195,10 +199,24 @@ impl Single {
                     operation: op,
                     after: limit,
                 }
+            } else if matches!(e.code(), Some("MOVED" | "ASK")) {
+                cluster_node(&self.client)
             } else {
                 Error::from_redis(e, call.key)
             }
         })
+    }
+
+    /// Connects and checks that the server is not a Redis Cluster node (`INFO cluster`).
+    pub(super) async fn check(&self) -> Result<()> {
+        let cmd = redis::cmd("INFO").arg("cluster").clone();
+        let call = Call::read("check", "", &cmd);
+        let info = self.run(&call, self.command_timeout).await?;
+        let text: String = redis::from_redis_value(info).unwrap_or_default();
+        if text.contains("cluster_enabled:1") {
+            return Err(cluster_node(&self.client));
+        }
+        Ok(())
     }
 
     /// Opens a dedicated pub/sub connection.
@@ -244,4 +262,13 @@ fn pool_error(
             other.to_string(),
         ))),
     }
+}
+
+/// The error for a Redis Cluster node configured as a single server.
+fn cluster_node(client: &redis::Client) -> Error {
+    Error::Topology(format!(
+        "{} is a Redis Cluster node (it answers MOVED for keys of other nodes): connect with \
+         Client::builder().cluster([..]) instead of .url(..)",
+        client.get_connection_info().addr()
+    ))
 }

@@ -253,13 +253,14 @@ impl LockKind for Fair {
     fn release<'a>(&'a self, req: &'a ReleaseRequest<'a>) -> BoxFuture<'a, Result<ReleaseReply>> {
         Box::pin(async move {
             let hold = req.hold;
+            let verb = hold.shared.conn.publish_command().await?;
             let mut invocation = self.purging(&UNLOCK, &hold.name);
             invocation
                 .key(&*self.channel)
                 .arg(hold.lease_ms)
                 .arg(&*hold.field)
                 .arg(UNLOCK_MESSAGE)
-                .arg(hold.shared.conn.publish_command());
+                .arg(verb);
             let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
             // nil: held by another; 0: one hold released, others remain; 1: last hold
             // released; 2: the lock was gone (the head was woken all the same), which Redisson
@@ -285,6 +286,7 @@ impl LockKind for Fair {
         wait: Option<Duration>,
     ) -> Option<BoxFuture<'a, Result<()>>> {
         Some(Box::pin(async move {
+            let verb = hold.shared.conn.publish_command().await?;
             let mut invocation = ACQUIRE_FAILED.prepare_invoke();
             invocation
                 .key(&*self.queue)
@@ -294,7 +296,7 @@ impl LockKind for Fair {
                 .arg(&*hold.field)
                 .arg(slot_ms(&hold.shared, wait))
                 .arg(UNLOCK_MESSAGE)
-                .arg(hold.shared.conn.publish_command());
+                .arg(verb);
             let call = Call::write("give_up", &hold.name, &invocation).idempotent();
             match hold.shared.conn.call(call).await? {
                 Value::Int(0) => Ok(()),
@@ -313,11 +315,9 @@ impl LockKind for Fair {
         name: &'a str,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            let verb = shared.conn.publish_command().await?;
             let mut invocation = self.purging(&FORCE_UNLOCK, name);
-            invocation
-                .key(&*self.channel)
-                .arg(UNLOCK_MESSAGE)
-                .arg(shared.conn.publish_command());
+            invocation.key(&*self.channel).arg(UNLOCK_MESSAGE).arg(verb);
             let call = Call::write("force_unlock", name, &invocation).idempotent();
             released_reply("fair/force_unlock.lua", shared.conn.call(call).await?)
         })

@@ -158,6 +158,7 @@ impl LockKind for Reentrant {
     fn release<'a>(&'a self, req: &'a ReleaseRequest<'a>) -> BoxFuture<'a, Result<ReleaseReply>> {
         Box::pin(async move {
             let hold = req.hold;
+            let verb = hold.shared.conn.publish_command().await?;
             let mut invocation = UNLOCK.prepare_invoke();
             invocation
                 .key(&*hold.name)
@@ -165,7 +166,7 @@ impl LockKind for Reentrant {
                 .arg(UNLOCK_MESSAGE)
                 .arg(hold.lease_ms)
                 .arg(&*hold.field)
-                .arg(hold.shared.conn.publish_command());
+                .arg(verb);
             let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
             // nil: not held; 0: one hold released, others remain; 1: last hold released.
             release_reply("lock/unlock.lua", hold.shared.conn.call(call).await?)
@@ -186,12 +187,13 @@ impl LockKind for Reentrant {
         name: &'a str,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            let verb = shared.conn.publish_command().await?;
             let mut invocation = FORCE_UNLOCK.prepare_invoke();
             invocation
                 .key(name)
                 .key(&*self.channel)
                 .arg(UNLOCK_MESSAGE)
-                .arg(shared.conn.publish_command());
+                .arg(verb);
             let call = Call::write("force_unlock", name, &invocation).idempotent();
             released_reply("lock/force_unlock.lua", shared.conn.call(call).await?)
         })

@@ -303,6 +303,7 @@ impl LockKind for Read {
     fn release<'a>(&'a self, req: &'a ReleaseRequest<'a>) -> BoxFuture<'a, Result<ReleaseReply>> {
         Box::pin(async move {
             let hold = req.hold;
+            let verb = hold.shared.conn.publish_command().await?;
             let mut invocation = READ_UNLOCK.prepare_invoke();
             invocation
                 .key(&*hold.name)
@@ -311,7 +312,7 @@ impl LockKind for Read {
                 .key(&*self.key_prefix)
                 .arg(UNLOCK_MESSAGE)
                 .arg(&*hold.field)
-                .arg(hold.shared.conn.publish_command());
+                .arg(verb);
             let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
             // nil: not held (or no lock at all); 0: released, the lock stays held; 1: freed.
             release_reply("rwlock/read_unlock.lua", hold.shared.conn.call(call).await?)
@@ -395,6 +396,7 @@ impl LockKind for Write {
     fn release<'a>(&'a self, req: &'a ReleaseRequest<'a>) -> BoxFuture<'a, Result<ReleaseReply>> {
         Box::pin(async move {
             let hold = req.hold;
+            let verb = hold.shared.conn.publish_command().await?;
             let mut invocation = WRITE_UNLOCK.prepare_invoke();
             invocation
                 .key(&*hold.name)
@@ -402,7 +404,7 @@ impl LockKind for Write {
                 .arg(READ_UNLOCK_MESSAGE)
                 .arg(hold.lease_ms)
                 .arg(&*hold.field)
-                .arg(hold.shared.conn.publish_command());
+                .arg(verb);
             let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
             // nil: not held; 0: one write hold released, others remain; 1: the last one
             // released (the lock freed, or left in mode read for this owner's read holds).
@@ -452,13 +454,14 @@ fn force_unlock<'a>(
     message: &'static str,
 ) -> BoxFuture<'a, Result<bool>> {
     Box::pin(async move {
+        let verb = shared.conn.publish_command().await?;
         let mut invocation = FORCE_UNLOCK.prepare_invoke();
         invocation
             .key(name)
             .key(channel)
             .arg(mode)
             .arg(message)
-            .arg(shared.conn.publish_command());
+            .arg(verb);
         let call = Call::write("force_unlock", name, &invocation).idempotent();
         released_reply("rwlock/force_unlock.lua", shared.conn.call(call).await?)
     })

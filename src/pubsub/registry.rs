@@ -170,6 +170,13 @@ impl Registry {
         }
     }
 
+    /// Wakes every waiter of channel `name` to re-check (its subscription was interrupted).
+    pub(crate) fn wake_channel(&self, name: &str) {
+        if let Some(entry) = self.channels().get(name) {
+            entry.channel.wake_all();
+        }
+    }
+
     /// Every channel with waiters.
     pub(crate) fn names(&self) -> Vec<String> {
         self.channels().keys().cloned().collect()

@@ -1,12 +1,20 @@
 //! The transport: the subscriber connection and the task that owns it.
 //!
-//! One task per client holds a dedicated connection (classic `SUBSCRIBE`, as Redisson uses
-//! outside Redis Cluster). It subscribes the channels the registry has waiters on, in order,
-//! hands every message to the registry, and keeps the connection honest: it pings it every
-//! `ping_interval` while subscribed, and a connection that drops or does not answer its `PING`
-//! within the command timeout is replaced. After a new connection is up, every channel in use
-//! is subscribed again and every waiter is woken to re-check, since a message may have been
-//! lost meanwhile.
+//! One task per client holds a dedicated connection: classic `SUBSCRIBE` on a single server
+//! (as Redisson uses outside Redis Cluster); in a cluster, a RESP3 cluster connection that
+//! subscribes by the flavour the client settled on (`SSUBSCRIBE` on the slot's master,
+//! `SUBSCRIBE`, or both, docs/LAYOUT.md §1.6). It subscribes the channels the registry has
+//! waiters on, in order, hands every message to the registry, and keeps the connection honest:
+//! it pings it every `ping_interval` while subscribed, and a connection that drops or does not
+//! answer its `PING` within the command timeout is replaced. After a new connection is up,
+//! every channel in use is subscribed again and every waiter is woken to re-check, since a
+//! message may have been lost meanwhile.
+//!
+//! In a cluster, Redis drops a sharded subscription when its slot moves (a failover, a
+//! migration) and says so with a `sunsubscribe` push: the channel is subscribed again (the
+//! cluster connection routes it to the slot's new master) and its waiters re-check at once.
+//! A node connection the cluster connection lost and restored is re-subscribed by it; its
+//! disconnection push wakes every waiter.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
@@ -14,11 +22,13 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
+use redis::cluster_async::ClusterConnection;
+use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::registry::Registry;
-use crate::conn::Conn;
+use crate::conn::{Conn, Flavour, Subscriber};
 use crate::error::{Error, Result};
 
 /// Back-off between reconnection attempts.
@@ -48,17 +58,136 @@ pub(crate) struct Transport {
     commands: mpsc::UnboundedReceiver<Command>,
     /// Channels Redis confirmed on the current connection.
     subscribed: HashSet<String>,
-    link: Option<(PubSubSink, PubSubStream)>,
+    link: Option<Link>,
     ping_interval: Duration,
     command_timeout: Duration,
     /// A connection was up before: the next one is a reconnection (for the metrics).
     connected_before: bool,
 }
 
+/// The subscriber connection.
+enum Link {
+    Single(PubSubSink, PubSubStream),
+    Cluster(
+        ClusterConnection,
+        mpsc::UnboundedReceiver<PushInfo>,
+        Flavour,
+    ),
+}
+
+impl Link {
+    fn new(subscriber: Subscriber) -> Self {
+        match subscriber {
+            Subscriber::Single(pubsub) => {
+                let (sink, stream) = pubsub.split();
+                Self::Single(sink, stream)
+            }
+            Subscriber::Cluster(conn, pushes, flavour) => Self::Cluster(conn, pushes, flavour),
+        }
+    }
+
+    async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Self::Single(sink, _) => sink.subscribe(channels).await,
+            Self::Cluster(conn, _, flavour) => {
+                if flavour.sharded {
+                    // One slot per call: sharded channels of several slots cannot share one.
+                    for channel in channels {
+                        conn.ssubscribe(channel).await?;
+                    }
+                }
+                if flavour.classic {
+                    conn.subscribe(channels).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn unsubscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Self::Single(sink, _) => sink.unsubscribe(channel).await,
+            Self::Cluster(conn, _, flavour) => {
+                if flavour.sharded {
+                    conn.sunsubscribe(channel).await?;
+                }
+                if flavour.classic {
+                    conn.unsubscribe(channel).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn ping(&mut self) -> redis::RedisResult<()> {
+        match self {
+            Self::Single(sink, _) => sink.ping::<Value>().await.map(drop),
+            Self::Cluster(conn, ..) => redis::cmd("PING")
+                .query_async::<Value>(conn)
+                .await
+                .map(drop),
+        }
+    }
+
+    async fn next(&mut self) -> Event {
+        match self {
+            Self::Single(_, stream) => match stream.next().await {
+                Some(msg) => Event::Message(
+                    msg.get_channel_name().to_owned(),
+                    msg.get_payload_bytes().to_vec(),
+                ),
+                None => Event::Lost,
+            },
+            Self::Cluster(_, pushes, _) => match pushes.recv().await {
+                Some(push) => Event::push(push),
+                None => Event::Lost,
+            },
+        }
+    }
+}
+
 enum Event {
-    Message(Option<redis::Msg>),
+    Message(String, Vec<u8>),
+    /// The connection is gone.
+    Lost,
+    /// Redis dropped a sharded subscription (its slot moved).
+    Dropped(String),
+    /// The cluster connection lost a node connection (it restores it and its subscriptions).
+    Disconnected,
+    /// Nothing for us (a subscription confirmation, a pong).
+    Other,
     Command(Option<Command>),
     Ping,
+}
+
+impl Event {
+    fn push(push: PushInfo) -> Self {
+        let text = |v: Option<&Value>| match v {
+            Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+            Some(Value::SimpleString(s)) => Some(s.clone()),
+            _ => None,
+        };
+        match push.kind {
+            PushKind::Message | PushKind::SMessage => {
+                let payload = match push.data.get(1) {
+                    Some(Value::BulkString(b)) => b.clone(),
+                    Some(Value::SimpleString(s)) => s.clone().into_bytes(),
+                    Some(Value::Int(n)) => n.to_string().into_bytes(),
+                    _ => Vec::new(),
+                };
+                match text(push.data.first()) {
+                    Some(channel) => Self::Message(channel, payload),
+                    None => Self::Other,
+                }
+            }
+            PushKind::SUnsubscribe => match text(push.data.first()) {
+                Some(channel) => Self::Dropped(channel),
+                None => Self::Other,
+            },
+            PushKind::Disconnection => Self::Disconnected,
+            _ => Self::Other,
+        }
+    }
 }
 
 impl Transport {
@@ -90,9 +219,9 @@ impl Transport {
             }
             let keep_alive = self.link.is_some() && !self.subscribed.is_empty();
             let event = match &mut self.link {
-                Some((_, stream)) => tokio::select! {
+                Some(link) => tokio::select! {
                     biased;
-                    msg = stream.next() => Event::Message(msg),
+                    event = link.next() => event,
                     cmd = self.commands.recv() => Event::Command(cmd),
                     () = tokio::time::sleep_until(next_ping), if keep_alive => Event::Ping,
                 },
@@ -101,20 +230,52 @@ impl Transport {
             match event {
                 Event::Command(None) => return,
                 Event::Command(Some(cmd)) => self.handle(cmd).await,
-                Event::Message(Some(msg)) => {
+                Event::Message(channel, payload) => {
                     if let Some(registry) = self.registry.upgrade() {
-                        registry.dispatch(msg.get_channel_name(), msg.get_payload_bytes());
+                        registry.dispatch(&channel, &payload);
                     }
                 }
-                Event::Message(None) => {
+                Event::Lost => {
                     tracing::warn!("pub/sub connection lost; reconnecting");
                     self.drop_link();
                 }
+                Event::Dropped(channel) => self.resubscribe(channel).await,
+                Event::Disconnected => {
+                    tracing::debug!("a pub/sub node connection dropped; waiters re-check");
+                    if let Some(registry) = self.registry.upgrade() {
+                        registry.wake_everyone();
+                    }
+                }
+                Event::Other => {}
                 Event::Ping => {
                     next_ping = Instant::now() + self.ping_interval;
                     self.ping().await;
                 }
             }
+        }
+    }
+
+    /// Redis dropped the sharded subscription of `channel` (its slot moved): subscribes it
+    /// again, on the slot's new master, and wakes its waiters, who may have missed a message.
+    async fn resubscribe(&mut self, channel: String) {
+        if !self.subscribed.contains(&channel) {
+            // Our own unsubscription's confirmation.
+            return;
+        }
+        tracing::debug!(
+            channel,
+            "sharded subscription dropped by Redis (slot moved); subscribing again"
+        );
+        crate::observe::pubsub_reconnected();
+        let limit = self.command_timeout;
+        if let Some(link) = &mut self.link
+            && let Err(e) = bounded(limit, link.subscribe(std::slice::from_ref(&channel))).await
+        {
+            tracing::warn!(channel, error = %e, "re-subscribing a moved channel failed; reconnecting");
+            self.drop_link();
+        }
+        if let Some(registry) = self.registry.upgrade() {
+            registry.wake_channel(&channel);
         }
     }
 
@@ -129,11 +290,11 @@ impl Transport {
 
     /// One keep-alive round trip; a connection that does not answer is replaced.
     async fn ping(&mut self) {
-        let Some((sink, _)) = &mut self.link else {
+        let Some(link) = &mut self.link else {
             return;
         };
         let limit = self.command_timeout;
-        match tokio::time::timeout(limit, sink.ping::<redis::Value>()).await {
+        match tokio::time::timeout(limit, link.ping()).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "pub/sub PING failed; replacing the connection");
@@ -174,8 +335,8 @@ impl Transport {
                     return;
                 }
                 let limit = self.command_timeout;
-                if let Some((sink, _)) = &mut self.link
-                    && let Err(e) = bounded(limit, sink.unsubscribe(&channel)).await
+                if let Some(link) = &mut self.link
+                    && let Err(e) = bounded(limit, link.unsubscribe(&channel)).await
                 {
                     tracing::debug!(channel, error = %e, "UNSUBSCRIBE failed; reconnecting");
                     self.drop_link();
@@ -193,10 +354,10 @@ impl Transport {
             return Ok(());
         }
         let limit = self.command_timeout;
-        let Some((sink, _)) = &mut self.link else {
+        let Some(link) = &mut self.link else {
             return Err(Error::Shutdown);
         };
-        match bounded(limit, sink.subscribe(channel)).await {
+        match bounded(limit, link.subscribe(&[channel.to_owned()])).await {
             Ok(()) => {
                 self.subscribed.insert(channel.to_owned());
                 Ok(())
@@ -212,16 +373,16 @@ impl Transport {
 
     /// Opens the connection and subscribes every channel that has waiters.
     async fn connect(&mut self) -> Result<()> {
-        let (mut sink, stream) = self.conn.subscriber().await?.split();
+        let mut link = Link::new(self.conn.subscriber().await?);
         let wanted = match self.registry.upgrade() {
             Some(r) => r.names(),
             None => return Err(Error::Shutdown),
         };
         if !wanted.is_empty() {
-            bounded(self.command_timeout, sink.subscribe(&wanted)).await?;
+            bounded(self.command_timeout, link.subscribe(&wanted)).await?;
         }
         self.subscribed = wanted.into_iter().collect();
-        self.link = Some((sink, stream));
+        self.link = Some(link);
         Ok(())
     }
 

@@ -156,12 +156,13 @@ impl Semaphore {
     pub async fn add_permits(&self, permits: i32) -> Result<i64> {
         let inner = &self.inner;
         inner.shared.ensure_open()?;
+        let verb = inner.shared.conn.publish_command().await?;
         let mut invocation = ADD.prepare_invoke();
         invocation
             .key(&*inner.name)
             .key(&*inner.channel)
             .arg(permits)
-            .arg(inner.shared.conn.publish_command());
+            .arg(verb);
         let call = Call::write("add_permits", &inner.name, &invocation);
         int_reply("semaphore/add.lua", inner.shared.conn.call(call).await?)
     }
@@ -333,12 +334,13 @@ impl Inner {
 
     async fn try_set(&self, permits: i32, ttl_ms: Option<i64>) -> Result<bool> {
         self.shared.ensure_open()?;
+        let verb = self.shared.conn.publish_command().await?;
         let mut invocation = TRY_SET.prepare_invoke();
         invocation
             .key(&*self.name)
             .key(&*self.channel)
             .arg(permits)
-            .arg(self.shared.conn.publish_command());
+            .arg(verb);
         if let Some(ttl) = ttl_ms {
             invocation.arg(ttl);
         }
@@ -364,6 +366,7 @@ impl Inner {
         marker: Option<&str>,
     ) -> Result<bool> {
         self.shared.ensure_open()?;
+        let verb = self.shared.conn.publish_command().await?;
         let mut invocation = RELEASE.prepare_invoke();
         invocation.key(&*self.name).key(&*self.channel);
         if let Some(marker) = marker {
@@ -371,7 +374,7 @@ impl Inner {
         }
         invocation
             .arg(permits)
-            .arg(self.shared.conn.publish_command())
+            .arg(verb)
             .arg(if if_exists { "if_exists" } else { "always" });
         let delivery = Delivery::default();
         let call = Call::write("release", &self.name, &invocation).tracked(&delivery);

@@ -206,12 +206,13 @@ impl PermitExpirableSemaphore {
     pub async fn try_set_permits(&self, permits: i32) -> Result<bool> {
         let inner = &self.inner;
         inner.shared.ensure_open()?;
+        let verb = inner.shared.conn.publish_command().await?;
         let mut invocation = TRY_SET.prepare_invoke();
         invocation
             .key(&*inner.name)
             .key(&*inner.channel)
             .arg(permits)
-            .arg(inner.shared.conn.publish_command());
+            .arg(verb);
         let call = Call::write("try_set_permits", &inner.name, &invocation).idempotent();
         bool_reply("semaphore/try_set.lua", inner.shared.conn.call(call).await?)
     }
@@ -226,13 +227,14 @@ impl PermitExpirableSemaphore {
     pub async fn set_permits(&self, permits: i32) -> Result<()> {
         let inner = &self.inner;
         inner.shared.ensure_open()?;
+        let verb = inner.shared.conn.publish_command().await?;
         let mut invocation = SET.prepare_invoke();
         invocation
             .key(&*inner.name)
             .key(&*inner.channel)
             .key(&*inner.timeouts)
             .arg(permits)
-            .arg(inner.shared.conn.publish_command());
+            .arg(verb);
         let call = Call::write("set_permits", &inner.name, &invocation).idempotent();
         bool_reply(
             "permit_semaphore/set.lua",
@@ -250,12 +252,13 @@ impl PermitExpirableSemaphore {
     pub async fn add_permits(&self, permits: i32) -> Result<i64> {
         let inner = &self.inner;
         inner.shared.ensure_open()?;
+        let verb = inner.shared.conn.publish_command().await?;
         let mut invocation = ADD.prepare_invoke();
         invocation
             .key(&*inner.name)
             .key(&*inner.channel)
             .arg(permits)
-            .arg(inner.shared.conn.publish_command());
+            .arg(verb);
         let call = Call::write("add_permits", &inner.name, &invocation);
         int_reply(
             "permit_semaphore/add.lua",
@@ -380,6 +383,7 @@ impl PermitExpirableSemaphore {
     pub async fn try_release(&self, id: &PermitId) -> Result<bool> {
         let inner = &self.inner;
         inner.shared.ensure_open()?;
+        let verb = inner.shared.conn.publish_command().await?;
         let mut invocation = RELEASE_ONE.prepare_invoke();
         invocation
             .key(&*inner.name)
@@ -387,7 +391,7 @@ impl PermitExpirableSemaphore {
             .key(&*inner.timeouts)
             .arg(&id.0[..])
             .arg(now_epoch_ms())
-            .arg(inner.shared.conn.publish_command());
+            .arg(verb);
         match inner
             .send_release(&invocation, std::slice::from_ref(id))
             .await?
@@ -478,13 +482,14 @@ impl Inner {
 
     async fn count(&self, what: &'static str) -> Result<i64> {
         self.shared.ensure_open()?;
+        let verb = self.shared.conn.publish_command().await?;
         let mut invocation = COUNT.prepare_invoke();
         invocation
             .key(&*self.name)
             .key(&*self.timeouts)
             .key(&*self.channel)
             .arg(now_epoch_ms())
-            .arg(self.shared.conn.publish_command())
+            .arg(verb)
             .arg(what);
         // It writes (the reclaim), and a second run changes nothing more.
         let call = Call::write("count_permits", &self.name, &invocation).idempotent();
@@ -496,6 +501,7 @@ impl Inner {
 
     async fn lease(&self, id: &PermitId, update: Option<i64>) -> Result<Value> {
         self.shared.ensure_open()?;
+        let verb = self.shared.conn.publish_command().await?;
         let mut invocation = LEASE.prepare_invoke();
         invocation
             .key(&*self.name)
@@ -503,7 +509,7 @@ impl Inner {
             .key(&*self.channel)
             .arg(&id.0[..])
             .arg(now_epoch_ms())
-            .arg(self.shared.conn.publish_command())
+            .arg(verb)
             .arg(NO_EXPIRY);
         if let Some(expiry) = update {
             invocation.arg(expiry);
@@ -514,6 +520,7 @@ impl Inner {
 
     /// Runs the all-or-nothing release script: the number of permits released (0: none).
     async fn release_many(&self, ids: &[PermitId]) -> Result<i64> {
+        let verb = self.shared.conn.publish_command().await?;
         let mut invocation = RELEASE.prepare_invoke();
         invocation
             .key(&*self.name)
@@ -521,7 +528,7 @@ impl Inner {
             .key(&*self.timeouts)
             .arg(ids.len())
             .arg(now_epoch_ms())
-            .arg(self.shared.conn.publish_command());
+            .arg(verb);
         for id in ids {
             invocation.arg(&id.0[..]);
         }
@@ -609,7 +616,7 @@ struct PendingIds {
 }
 
 impl ExpirableAcquire {
-    fn invocation(&self, ids: &[PermitId]) -> ScriptInvocation<'static> {
+    fn invocation(&self, ids: &[PermitId], verb: &'static str) -> ScriptInvocation<'static> {
         let inner = &self.inner;
         let now = now_epoch_ms();
         let expiry = self
@@ -624,7 +631,7 @@ impl ExpirableAcquire {
             .arg(expiry)
             .arg(now)
             .arg(NO_EXPIRY)
-            .arg(inner.shared.conn.publish_command());
+            .arg(verb);
         for id in ids {
             invocation.arg(&id.0[..]);
         }
@@ -656,7 +663,11 @@ impl Acquire for ExpirableAcquire {
             let inner = &self.inner;
             // Fresh ids per attempt, as Redisson makes per tryAcquire.
             let ids: Vec<PermitId> = (0..self.permits).map(|_| PermitId::random()).collect();
-            let invocation = self.invocation(&ids);
+            let verb = match inner.shared.conn.publish_command().await {
+                Ok(verb) => verb,
+                Err(e) => return Step::Failed(e),
+            };
+            let invocation = self.invocation(&ids, verb);
             let delivery = Delivery::default();
             let call = Call::write("acquire", &inner.name, &invocation)
                 .limit(limit)

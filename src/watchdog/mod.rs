@@ -2,8 +2,8 @@
 //! docs/LAYOUT.md §1.9).
 //!
 //! Holds taken without an explicit lease register here with their [`Renewal`] kind. Every
-//! `watchdog_timeout / 3` the task renews them, kind by kind, up to `watchdog_batch_size`
-//! holds per script call. A hold whose holder field is gone is dropped from renewal and its
+//! `watchdog_timeout / 3` the task renews them, kind by kind (and in a cluster slot by slot),
+//! up to `watchdog_batch_size` holds per script call. A hold whose holder field is gone is dropped from renewal and its
 //! [`Lease`] reports the loss. A hold whose last confirmed renewal is older than its lease
 //! (minus a margin) is lost too: the guard reports it at that instant by itself, the watchdog
 //! stops renewing it at its next tick. Transient Redis errors are retried at the next tick.
@@ -19,7 +19,7 @@ use redis::Value;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::conn::{Call, Conn};
+use crate::conn::{Call, Conn, SlotGroup};
 use crate::fasthash::FastMap;
 use crate::observe::{self, Subject, Tag};
 use crate::owner::Owner;
@@ -200,12 +200,24 @@ async fn renew_loop(
                     live.remove(&r.watched, &r.lease);
                 }
             }
-            for batch in due.chunks(batch_size) {
-                let span =
-                    observe::renewal_batch_span(batch[0].watched.kind, batch.len(), &client_id);
-                renew_batch(&registry, &conn, &client_id, &lease_ms, lease, batch)
-                    .instrument(span)
-                    .await;
+            // Slot by slot in a cluster (a script's keys must share one slot), each group in
+            // batches of at most `batch_size`, as Redisson's LockRenewalScheduler groups them.
+            let mut groups: Vec<(SlotGroup, Vec<&Renew>)> = Vec::new();
+            for r in due {
+                let group = conn.slot_group(&r.watched.key);
+                match groups.iter_mut().find(|(g, _)| *g == group) {
+                    Some((_, members)) => members.push(r),
+                    None => groups.push((group, vec![r])),
+                }
+            }
+            for (_, members) in &groups {
+                for batch in members.chunks(batch_size) {
+                    let span =
+                        observe::renewal_batch_span(batch[0].watched.kind, batch.len(), &client_id);
+                    renew_batch(&registry, &conn, &client_id, &lease_ms, lease, batch)
+                        .instrument(span)
+                        .await;
+                }
             }
         }
     }

@@ -1,0 +1,532 @@
+//! Redis Cluster, on redis-rs's `cluster_async`: it keeps one connection per node, knows the
+//! slot map, picks up topology changes (a `MOVED` makes it rebuild the map) and reconnects
+//! nodes on its own.
+//!
+//! One thing it does not: tell a request that may have run from one that did not. Its own
+//! retries re-send a request after a dropped connection or a timeout, which would run an
+//! acquire or a release twice. So calls go with its retries off, each routed explicitly to the
+//! master of its key's slot, and this module follows the redirections that prove a request
+//! did not run: `MOVED` (sent again to the node it names), `ASK` (sent again to the importing
+//! node, after `ASKING`, in one pipeline), `NOSCRIPT` (the script is loaded on that node, then
+//! sent again). `TRYAGAIN`, `CLUSTERDOWN` and `MASTERDOWN` come back to the caller, whose
+//! wait retries them like `BUSY`; a request of unknown outcome is resolved by the caller as on
+//! a single server.
+//!
+//! On top of that: the pub/sub flavour (§1.6), the identity of the connection a request went
+//! on (so that a request of unknown outcome can be cut off at its node), clear errors for a
+//! wrong topology, and the check that a name's keys share one slot.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
+use redis::{ProtocolVersion, PushInfo, Value};
+use tokio::sync::{OnceCell, mpsc};
+
+use super::{Body, Call, ServerClient};
+use crate::config::{Config, PubSubMode};
+use crate::error::{BuildError, Error, Result};
+
+/// What the client publishes with and subscribes by, once settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Flavour {
+    pub(crate) classic: bool,
+    pub(crate) sharded: bool,
+}
+
+impl Flavour {
+    /// The verb(s) the scripts publish with (space separated; the scripts run each).
+    pub(crate) fn verbs(self) -> &'static str {
+        match (self.sharded, self.classic) {
+            (true, true) => "SPUBLISH PUBLISH",
+            (true, false) => "SPUBLISH",
+            _ => "PUBLISH",
+        }
+    }
+}
+
+/// The connections to one Redis Cluster.
+pub(super) struct Cluster {
+    nodes: Vec<String>,
+    mode: PubSubMode,
+    calls: ClusterClient,
+    /// Connection and response timeouts, for the subscription clients (each subscriber gets
+    /// a client of its own, RESP3, with its push channel).
+    timeouts: (Duration, Duration),
+    conn: OnceCell<ClusterConnection>,
+    flavour: OnceCell<Flavour>,
+    /// `CLIENT INFO` of the connection to each slot's master, as last seen; forgotten at the
+    /// first failed call.
+    identities: Mutex<HashMap<Route, Arc<ServerClient>>>,
+    command_timeout: Duration,
+    connect_timeout: Duration,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("seeds", &self.nodes)
+            .field("pubsub", &self.mode)
+            .field("flavour", &self.flavour.get())
+            .finish()
+    }
+}
+
+impl Cluster {
+    pub(super) fn new(config: &Config) -> Result<Self, BuildError> {
+        let calls = ClusterClientBuilder::new(config.cluster_nodes.iter().map(String::as_str))
+            .connection_timeout(config.connect_timeout)
+            .response_timeout(config.command_timeout)
+            .retries(0)
+            .build()
+            .map_err(BuildError::Url)?;
+        Ok(Self {
+            nodes: config.cluster_nodes.clone(),
+            mode: config.pubsub,
+            calls,
+            timeouts: (config.connect_timeout, config.command_timeout),
+            conn: OnceCell::new(),
+            flavour: OnceCell::new(),
+            identities: Mutex::new(HashMap::new()),
+            command_timeout: config.command_timeout,
+            connect_timeout: config.connect_timeout,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// The connection for calls, opened on first use.
+    async fn connection(&self) -> Result<ClusterConnection> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Shutdown);
+        }
+        let limit = self.connect_timeout + self.command_timeout;
+        let conn = self
+            .conn
+            .get_or_try_init(|| async {
+                match tokio::time::timeout(limit, self.calls.get_async_connection()).await {
+                    Ok(Ok(conn)) => Ok(conn),
+                    Ok(Err(e)) => Err(self.connect_error(e)),
+                    Err(_) => Err(Error::Topology(format!(
+                        "no Redis Cluster node answered within {limit:?} (seed nodes {:?}): check \
+                         the addresses, or use Client::builder().url(..) for a single server",
+                        self.nodes
+                    ))),
+                }
+            })
+            .await?;
+        Ok(conn.clone())
+    }
+
+    fn connect_error(&self, e: redis::RedisError) -> Error {
+        let text = e.to_string();
+        if text.contains("cluster support disabled")
+            || text.contains("ERR This instance has cluster")
+        {
+            Error::Topology(format!(
+                "{:?} is a single Redis server, not a Redis Cluster node (cluster support \
+                 disabled): connect with Client::builder().url(..) instead of .cluster(..)",
+                self.nodes
+            ))
+        } else if e.is_io_error() || e.is_connection_refusal() || text.contains("connect") {
+            Error::Topology(format!(
+                "no Redis Cluster seed node is reachable ({:?}): {text}; check the addresses",
+                self.nodes
+            ))
+        } else {
+            Error::Redis(e)
+        }
+    }
+
+    /// Connects and settles the pub/sub flavour (Redisson's `checkShardingSupport`).
+    pub(super) async fn check(&self) -> Result<Flavour> {
+        let conn = self.connection().await?;
+        let flavour = self
+            .flavour
+            .get_or_try_init(|| async {
+                let mut conn = conn.clone();
+                let probe: redis::RedisResult<Value> = redis::cmd("PUBSUB")
+                    .arg("SHARDNUMSUB")
+                    .query_async(&mut conn)
+                    .await;
+                let supported = match probe {
+                    Ok(_) => true,
+                    Err(e) if e.is_io_error() || e.is_timeout() => return Err(Error::Redis(e)),
+                    Err(_) => false,
+                };
+                let flavour = decide(self.mode, supported)?;
+                tracing::debug!(
+                    ?flavour,
+                    mode = self.mode.as_str(),
+                    "cluster pub/sub flavour"
+                );
+                Ok(flavour)
+            })
+            .await?;
+        Ok(*flavour)
+    }
+
+    /// Sends one call to the master of its key's slot, following `MOVED`, `ASK` and
+    /// `NOSCRIPT` (see the module documentation); scripts go as EVALSHA.
+    pub(super) async fn run(&self, call: &Call<'_>, limit: Duration) -> Result<Value> {
+        check_name(call.key)?;
+        let conn = self.connection().await?;
+        let route = Route::with_slot(Slot::for_key(call.key), SlotAddr::Master);
+        let mut routed = Routed {
+            conn,
+            home: SingleNodeRoutingInfo::SpecificNode(route),
+            target: SingleNodeRoutingInfo::SpecificNode(route),
+            asking: false,
+        };
+        if let Some(sent) = call.sent {
+            let identity = self.identity(&mut routed.conn, route).await;
+            sent.record(identity);
+        }
+        let request = async {
+            match call.body {
+                Body::Script(invocation) => invocation.invoke_async(&mut routed).await,
+                Body::Command(cmd) => cmd.query_async(&mut routed).await,
+            }
+        };
+        let reply = match tokio::time::timeout(limit, request).await {
+            Ok(reply) => reply,
+            Err(_) => {
+                self.forget_identities();
+                return Err(Error::Timeout {
+                    operation: call.op,
+                    after: limit,
+                });
+            }
+        };
+        reply.map_err(|e| {
+            if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+                self.forget_identities();
+            }
+            if e.is_timeout() {
+                Error::Timeout {
+                    operation: call.op,
+                    after: limit,
+                }
+            } else {
+                Error::from_redis(e, call.key)
+            }
+        })
+    }
+
+    /// The connection a call on `key` goes on, as its node knows it (cached per slot).
+    async fn identity(
+        &self,
+        conn: &mut ClusterConnection,
+        route: Route,
+    ) -> Option<Arc<ServerClient>> {
+        if let Some(known) = self.identities().get(&route) {
+            return Some(known.clone());
+        }
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+        let info = conn
+            .route_command(redis::cmd("CLIENT").arg("INFO").clone(), routing)
+            .await
+            .ok()?;
+        let text: String = redis::from_redis_value(info).ok()?;
+        let identity = Arc::new(ServerClient::parse(&text)?);
+        self.identities().insert(route, identity.clone());
+        Some(identity)
+    }
+
+    fn identities(&self) -> std::sync::MutexGuard<'_, HashMap<Route, Arc<ServerClient>>> {
+        self.identities
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn forget_identities(&self) {
+        self.identities().clear();
+    }
+
+    /// Kills the connection `client` at its node (`CLIENT KILL ID .. ADDR ..`, sent to the
+    /// node the identity names, else to `key`'s master).
+    pub(super) async fn cut_off(&self, client: &ServerClient, key: &str) -> Result<Value> {
+        let mut conn = self.connection().await?;
+        let mut cmd = redis::cmd("CLIENT");
+        cmd.arg("KILL").arg("ID").arg(client.id);
+        if let Some(addr) = &client.addr {
+            cmd.arg("ADDR").arg(addr);
+        }
+        cmd.arg("SKIPME").arg("yes");
+        let routing = match client.node.as_deref().and_then(split_host_port) {
+            Some((host, port)) => SingleNodeRoutingInfo::ByAddress { host, port },
+            None => SingleNodeRoutingInfo::SpecificNode(Route::with_slot(
+                Slot::for_key(key),
+                SlotAddr::Master,
+            )),
+        };
+        let request = conn.route_command(cmd, RoutingInfo::SingleNode(routing));
+        match tokio::time::timeout(self.command_timeout, request).await {
+            Ok(reply) => reply.map_err(|e| Error::from_redis(e, key)),
+            Err(_) => Err(Error::Timeout {
+                operation: "cut off",
+                after: self.command_timeout,
+            }),
+        }
+    }
+
+    /// A connection for subscriptions and the channel its pushes (messages, confirmations,
+    /// `sunsubscribe` of a moved slot, disconnections) arrive on.
+    pub(super) async fn subscriber(
+        &self,
+    ) -> Result<(
+        ClusterConnection,
+        mpsc::UnboundedReceiver<PushInfo>,
+        Flavour,
+    )> {
+        let flavour = self.check().await?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let client = ClusterClientBuilder::new(self.nodes.iter().map(String::as_str))
+            .connection_timeout(self.timeouts.0)
+            .response_timeout(self.timeouts.1)
+            .retries(3)
+            .use_protocol(ProtocolVersion::RESP3)
+            .push_sender(tx)
+            .build()
+            .map_err(Error::Redis)?;
+        let limit = self.connect_timeout + self.command_timeout;
+        match tokio::time::timeout(limit, client.get_async_connection()).await {
+            Ok(Ok(conn)) => Ok((conn, rx, flavour)),
+            Ok(Err(e)) => Err(self.connect_error(e)),
+            Err(_) => Err(Error::Timeout {
+                operation: "pub/sub connect",
+                after: limit,
+            }),
+        }
+    }
+
+    /// The publish verb(s), once the flavour is settled (connecting if needed).
+    pub(super) async fn publish_command(&self) -> Result<&'static str> {
+        Ok(self.check().await?.verbs())
+    }
+
+    /// The slot of `key`, to group renewals (a batch script never spans slots).
+    pub(super) fn slot(key: &str) -> Slot {
+        Slot::for_key(key)
+    }
+
+    pub(super) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}
+
+/// How many times one call is sent at most: redirections (a slot migrating while the map is
+/// rebuilt) and refusals during a transition (`TRYAGAIN` and the like), which back off.
+const MAX_SENDS: usize = 40;
+/// Back-off after a refusal during a transition, doubled each time up to the last.
+const TRANSITION_BACKOFF: [Duration; 5] = [
+    Duration::from_millis(10),
+    Duration::from_millis(25),
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+    Duration::from_millis(200),
+];
+
+/// The call connection, routed to one slot's master: what a script invocation or a command is
+/// sent through, redirections followed.
+struct Routed {
+    conn: ClusterConnection,
+    /// The slot's master, where a call starts over after a refusal.
+    home: SingleNodeRoutingInfo,
+    /// Where the next command goes: the slot's master, or the node a redirection named (kept
+    /// for the rest of the call, so that a script loaded after `NOSCRIPT` is loaded there).
+    target: SingleNodeRoutingInfo,
+    /// Whether that node needs `ASKING` first (the slot is being imported there).
+    asking: bool,
+}
+
+impl redis::aio::ConnectionLike for Routed {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let mut last = None;
+            let mut refusals = 0;
+            for _ in 0..MAX_SENDS {
+                let reply = if self.asking {
+                    let mut pipe = redis::pipe();
+                    pipe.cmd("ASKING").add_command(cmd.clone());
+                    self.conn
+                        .route_pipeline(pipe, 1, 1, self.target.clone())
+                        .await
+                        .map(|mut replies| replies.pop().unwrap_or(Value::Nil))
+                } else {
+                    self.conn
+                        .route_command(cmd.clone(), RoutingInfo::SingleNode(self.target.clone()))
+                        .await
+                };
+                let e = match reply {
+                    Ok(value) => return Ok(value),
+                    Err(e) => e,
+                };
+                // MOVED and ASK: the node refused the request, which did not run.
+                let redirect = e
+                    .redirect_node()
+                    .and_then(|(addr, _)| split_host_port(addr))
+                    .map(|(host, port)| SingleNodeRoutingInfo::ByAddress { host, port });
+                match (e.code(), redirect) {
+                    (Some("MOVED"), Some(node)) => {
+                        tracing::debug!(error = %e, "slot moved; following");
+                        self.target = node;
+                        self.asking = false;
+                    }
+                    (Some("ASK"), Some(node)) => {
+                        tracing::debug!(error = %e, "slot migrating; asking the importing node");
+                        self.target = node;
+                        self.asking = true;
+                    }
+                    // Refused, not run, during a migration (a multi-key request while the
+                    // slot's keys are split), a failover, or while the connection to the
+                    // slot's node is being made: start over from the slot's master, a little
+                    // later (the caller's time limit bounds it).
+                    (Some("TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN"), _) => {
+                        tracing::debug!(error = %e, "cluster in transition; trying again");
+                        self.backoff(&mut refusals).await;
+                    }
+                    _ if e.kind() == redis::ErrorKind::ClusterConnectionNotFound => {
+                        tracing::debug!(error = %e, "no connection to the slot's node yet; trying again");
+                        self.backoff(&mut refusals).await;
+                    }
+                    _ => return Err(e),
+                }
+                last = Some(e);
+            }
+            Err(last.unwrap_or_else(|| {
+                redis::RedisError::from((redis::ErrorKind::Client, "too many redirections"))
+            }))
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        _pipeline: &'a redis::Pipeline,
+        _offset: usize,
+        _count: usize,
+    ) -> redis::RedisFuture<'a, Vec<Value>> {
+        Box::pin(async {
+            Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "pipelines are not sent through a routed call",
+            )))
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+impl Routed {
+    /// Waits before starting over from the slot's master.
+    async fn backoff(&mut self, refusals: &mut usize) {
+        let pause = TRANSITION_BACKOFF[(*refusals).min(TRANSITION_BACKOFF.len() - 1)];
+        *refusals += 1;
+        tokio::time::sleep(pause).await;
+        self.target = self.home.clone();
+        self.asking = false;
+    }
+}
+
+/// The flavour `mode` gives on a cluster that does (`supported`) or does not have sharded
+/// pub/sub (Redisson's `checkShardingSupport`).
+fn decide(mode: PubSubMode, supported: bool) -> Result<Flavour> {
+    let (classic, sharded) = match mode {
+        PubSubMode::Classic => (true, false),
+        PubSubMode::Auto => (!supported, supported),
+        PubSubMode::Sharded | PubSubMode::Both if !supported => {
+            return Err(Error::Topology(format!(
+                "pub/sub mode {} needs sharded pub/sub (Redis or Valkey 7+), which this cluster \
+                 does not have (PUBSUB SHARDNUMSUB failed): use PubSubMode::Classic or Auto",
+                mode.as_str()
+            )));
+        }
+        PubSubMode::Sharded => (false, true),
+        _ => (true, true),
+    };
+    Ok(Flavour { classic, sharded })
+}
+
+fn split_host_port(addr: &str) -> Option<(String, u16)> {
+    let (host, port) = addr.rsplit_once(':')?;
+    Some((host.trim_matches(['[', ']']).to_owned(), port.parse().ok()?))
+}
+
+/// Refuses a name whose derived keys would not share its slot: Redisson derives channels and
+/// auxiliary keys as `prefix:{name}` for a name without `{`, and `prefix:name` for one with
+/// `{` (docs/LAYOUT.md §1.2), which keeps the slot only if the name's first `{` opens a
+/// complete, non-empty hash tag. (`a{b` hashes whole while `redisson_lock__channel:a{b` does
+/// not: Redisson 4.7.0 then fails its unlock with CROSSSLOT after the lock was taken.)
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    let Some(open) = name.find('{') else {
+        return Ok(());
+    };
+    match name[open + 1..].find('}') {
+        Some(len) if len > 0 => Ok(()),
+        _ => Err(Error::Topology(format!(
+            "name {name:?} cannot be used on Redis Cluster: it contains '{{' without a complete, \
+             non-empty {{hash tag}} after it, so the keys and channels derived from it (such as \
+             \"redisson_lock__channel:{name}\") fall in other slots than the name itself and \
+             its scripts would fail with CROSSSLOT; use a name without braces, or one with a \
+             balanced tag such as \"{{orders}}:42\"; nothing was written"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_keep_their_keys_in_one_slot_or_are_refused() {
+        for ok in ["order:42", "{orders}:42", "a{b}c", "x{y}z{"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["a{b", "{}x", "a{}b{c}", "{"] {
+            let err = check_name(bad).unwrap_err().to_string();
+            assert!(err.contains("CROSSSLOT"), "{bad}: {err}");
+        }
+        // The rule is the slot rule: the refused ones really differ, the accepted ones agree.
+        let same = |name: &str| {
+            let channel = if name.contains('{') {
+                format!("redisson_lock__channel:{name}")
+            } else {
+                format!("redisson_lock__channel:{{{name}}}")
+            };
+            Slot::for_key(name) == Slot::for_key(&channel)
+        };
+        assert!(same("order:42") && same("{orders}:42") && same("a{b}c"));
+        assert!(!same("a{b") && !same("{}x"));
+    }
+
+    #[test]
+    fn the_flavour_follows_the_mode_as_redisson_decides() {
+        let f = |mode, supported| decide(mode, supported).map(Flavour::verbs);
+        assert_eq!(f(PubSubMode::Auto, true).unwrap(), "SPUBLISH");
+        assert_eq!(f(PubSubMode::Auto, false).unwrap(), "PUBLISH");
+        assert_eq!(f(PubSubMode::Classic, true).unwrap(), "PUBLISH");
+        assert_eq!(f(PubSubMode::Sharded, true).unwrap(), "SPUBLISH");
+        assert_eq!(f(PubSubMode::Both, true).unwrap(), "SPUBLISH PUBLISH");
+        for mode in [PubSubMode::Sharded, PubSubMode::Both] {
+            let err = f(mode, false).unwrap_err().to_string();
+            assert!(
+                err.contains("needs sharded pub/sub") && err.contains("Classic or Auto"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_verbs_follow_the_flavour() {
+        let f = |classic, sharded| Flavour { classic, sharded }.verbs();
+        assert_eq!(f(true, false), "PUBLISH");
+        assert_eq!(f(false, true), "SPUBLISH");
+        assert_eq!(f(true, true), "SPUBLISH PUBLISH");
+    }
+}

@@ -1,0 +1,977 @@
+//! Redis Cluster (issue 12), against a real cluster the test starts: 6 `redis-server`
+//! processes on free loopback ports (3 masters, 3 replicas, `redis-cli --cluster create
+//! --cluster-replicas 1`), shared by every test of this binary (it has its own `main`, so the
+//! cluster is started once and torn down at the end), each test on names of its own.
+//!
+//! The tests that change the topology (failover, slot migration, a killed master) run last,
+//! in that order. Run one test with `cargo test --test cluster -- NAME`.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use common::{ms, unique_name};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{ProtocolVersion, PushInfo, PushKind, Value};
+use redisson_sync::{Client, Error, LockOptions, Owner, PubSubMode};
+use testkit::{ClusterNode, RedisCluster, Role};
+use tokio::sync::mpsc;
+use tokio::time::{sleep, timeout};
+
+type TestFn = for<'a> fn(&'a mut Ctx) -> Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+/// What every test gets: the cluster.
+struct Ctx {
+    cluster: RedisCluster,
+}
+
+impl Ctx {
+    fn seeds(&self) -> Vec<String> {
+        self.cluster.seed_urls()
+    }
+
+    /// A client of the cluster in `mode`, with these watchdog and re-check periods.
+    async fn client(&self, mode: PubSubMode, watchdog: Duration, recheck: Duration) -> Client {
+        Client::builder()
+            .cluster(self.seeds())
+            .pubsub(mode)
+            .watchdog_timeout(watchdog)
+            .recheck_interval(recheck)
+            .connect()
+            .await
+            .unwrap()
+    }
+
+    /// A raw cluster connection, for looking at keys.
+    async fn raw(&self) -> ClusterConnection {
+        ClusterClient::new(self.seeds())
+            .unwrap()
+            .get_async_connection()
+            .await
+            .unwrap()
+    }
+
+    /// Names `<prefix>:<i>` whose slots are served by each of the masters, one per master.
+    fn names_on_every_master(&self, prefix: &str) -> Vec<(String, ClusterNode)> {
+        let mut found: Vec<(String, ClusterNode)> = Vec::new();
+        for i in 0..200 {
+            let name = format!("{prefix}:{i}");
+            let node = self.cluster.node_for_key(&name);
+            if !found.iter().any(|(_, n)| n.port == node.port) {
+                found.push((name, node));
+            }
+            if found.len() == 3 {
+                return found;
+            }
+        }
+        panic!("no names found on all three masters: {found:?}");
+    }
+
+    /// The index of the node listening on `port`.
+    fn index_of(&self, port: u16) -> usize {
+        self.cluster
+            .nodes()
+            .iter()
+            .find(|n| n.port == port)
+            .map(|n| n.index)
+            .expect("a node of the cluster")
+    }
+
+    /// The replica of the master serving `key` (asked of that master: `ROLE`).
+    fn replica_of(&self, key: &str) -> ClusterNode {
+        let master = self.cluster.node_for_key(key);
+        let mut con = self.cluster.server(master.index).connect();
+        let role: Vec<Value> = redis::cmd("ROLE").query(&mut con).unwrap();
+        let Some(Value::Array(replicas)) = role.get(2) else {
+            panic!("ROLE of {}: {role:?}", master.port);
+        };
+        for replica in replicas {
+            if let Value::Array(fields) = replica
+                && let Some(Value::BulkString(port)) = fields.get(1)
+            {
+                let port: u16 = String::from_utf8_lossy(port).parse().unwrap();
+                return self.cluster.node(self.index_of(port));
+            }
+        }
+        panic!("master {} has no replica: {role:?}", master.port);
+    }
+}
+
+/// An observer of one channel: a RESP3 cluster connection subscribed with `SSUBSCRIBE`
+/// (on the slot's master) or `SUBSCRIBE`.
+struct Observer {
+    _conn: ClusterConnection,
+    pushes: mpsc::UnboundedReceiver<PushInfo>,
+}
+
+impl Observer {
+    async fn new(ctx: &Ctx, channel: &str, sharded: bool) -> Self {
+        let (tx, pushes) = mpsc::unbounded_channel();
+        let mut conn = ClusterClient::builder(ctx.seeds())
+            .use_protocol(ProtocolVersion::RESP3)
+            .push_sender(tx)
+            .build()
+            .unwrap()
+            .get_async_connection()
+            .await
+            .unwrap();
+        if sharded {
+            conn.ssubscribe(channel).await.unwrap();
+        } else {
+            conn.subscribe(channel).await.unwrap();
+        }
+        Self {
+            _conn: conn,
+            pushes,
+        }
+    }
+
+    /// The messages received within `within`, as `(kind, payload)`.
+    async fn messages(&mut self, within: Duration) -> Vec<(&'static str, String)> {
+        let until = tokio::time::Instant::now() + within;
+        let mut got = Vec::new();
+        while let Ok(Some(push)) = tokio::time::timeout_at(until, self.pushes.recv()).await {
+            let kind = match push.kind {
+                PushKind::Message => "message",
+                PushKind::SMessage => "smessage",
+                _ => continue,
+            };
+            let payload = match push.data.get(1) {
+                Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+                other => format!("{other:?}"),
+            };
+            got.push((kind, payload));
+        }
+        got
+    }
+}
+
+async fn hgetall(raw: &mut ClusterConnection, key: &str) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg(key)
+        .query_async(raw)
+        .await
+        .unwrap();
+    all.sort();
+    all
+}
+
+async fn pttl(raw: &mut ClusterConnection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query_async(raw).await.unwrap()
+}
+
+async fn exists_on(ctx: &Ctx, node: ClusterNode, key: &str) -> bool {
+    let mut con = ctx
+        .cluster
+        .server(node.index)
+        .redis_client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // READONLY-free: EXISTS on the node itself answers MOVED unless it serves the slot.
+    let reply: redis::RedisResult<i64> = redis::cmd("EXISTS").arg(key).query_async(&mut con).await;
+    matches!(reply, Ok(1))
+}
+
+fn field(client: &Client, owner: Owner) -> String {
+    format!("{}:{}", client.id(), owner.id())
+}
+
+/// `redisson_lock__channel:{N}` (prefixName, docs/LAYOUT.md §1.2).
+fn channel(name: &str) -> String {
+    if name.contains('{') {
+        format!("redisson_lock__channel:{name}")
+    } else {
+        format!("redisson_lock__channel:{{{name}}}")
+    }
+}
+
+// -----------------------------------------------------------------------------------------
+// Every primitive on every master
+// -----------------------------------------------------------------------------------------
+
+fn every_primitive_on_every_master(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        let client = ctx
+            .client(
+                PubSubMode::Auto,
+                Duration::from_secs(30),
+                Duration::from_secs(1),
+            )
+            .await;
+        let mut raw = ctx.raw().await;
+        let owner = Owner::new(1);
+        let opts = LockOptions::new().owner(owner);
+        let prefix = unique_name("every");
+        let mut names = ctx.names_on_every_master(&prefix);
+        // A tagged name too: its keys go by the tag.
+        let tagged = format!("{{{prefix}-tag}}:order:42");
+        let node = ctx.cluster.node_for_key(&tagged);
+        names.push((tagged, node));
+        let mut masters = BTreeSet::new();
+        for (name, node) in &names {
+            masters.insert(node.port);
+            // lock, fair, write, read, fenced, spin, non-reentrant: the hash on the slot's
+            // master, then nothing once released.
+            let rw = client.rw_lock(name.clone());
+            let kinds: Vec<(&str, redisson_sync::AnyLock)> = vec![
+                ("lock", client.lock(name.clone()).into()),
+                ("fair", client.fair_lock(name.clone()).into()),
+                ("write", rw.write_lock().into()),
+                ("read", rw.read_lock().into()),
+                ("fenced", client.fenced_lock(name.clone()).into()),
+                ("spin", client.spin_lock(name.clone()).into()),
+                (
+                    "nonreentrant",
+                    client.non_reentrant_lock(name.clone()).into(),
+                ),
+            ];
+            for (kind, lock) in kinds {
+                let guard = lock.lock_with_options(&opts).await.unwrap();
+                let hash = hgetall(&mut raw, name).await;
+                let expected_field = match kind {
+                    "write" => format!("{}:write", field(&client, owner)),
+                    _ => field(&client, owner),
+                };
+                assert!(
+                    hash.iter().any(|(f, v)| *f == expected_field && v == "1"),
+                    "{kind} {name}: {hash:?}"
+                );
+                assert!(
+                    exists_on(ctx, *node, name).await,
+                    "{kind} {name} not on {node:?}"
+                );
+                let ttl = pttl(&mut raw, name).await;
+                assert!(ttl > 29_000 && ttl <= 30_000, "{kind} {name}: pttl {ttl}");
+                guard.unlock().await.unwrap();
+                assert!(hgetall(&mut raw, name).await.is_empty(), "{kind} {name}");
+            }
+            // Semaphore, expirable semaphore, latch.
+            let sem_name = format!("{name}:sem");
+            let sem = client.semaphore(sem_name.clone());
+            assert!(sem.try_set_permits(2).await.unwrap());
+            let permits = sem.acquire(2).await.unwrap();
+            assert_eq!(sem.available_permits().await.unwrap(), 0);
+            permits.release().await.unwrap();
+            assert_eq!(sem.available_permits().await.unwrap(), 2);
+            let psem_name = format!("{name}:psem");
+            let psem = client.permit_expirable_semaphore(psem_name.clone());
+            assert!(psem.try_set_permits(1).await.unwrap());
+            let ids = psem
+                .acquire(1, Some(Duration::from_secs(10)))
+                .await
+                .unwrap();
+            assert_eq!(psem.available_permits().await.unwrap(), 0);
+            psem.release(&ids).await.unwrap();
+            assert_eq!(psem.available_permits().await.unwrap(), 1);
+            if !name.contains('{') {
+                let latch = client.count_down_latch(format!("{name}:latch"));
+                assert!(latch.try_set_count(1).await.unwrap());
+                latch.count_down().await.unwrap();
+                assert!(latch.await_for(ms(100)).await.unwrap());
+            }
+            for key in [&sem_name, &psem_name] {
+                let _: () = redis::cmd("DEL")
+                    .arg(key)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+            }
+        }
+        assert_eq!(masters.len(), 3, "names on {masters:?}");
+        client.shutdown().await;
+    })
+}
+
+// -----------------------------------------------------------------------------------------
+// Pub/sub flavours
+// -----------------------------------------------------------------------------------------
+
+/// In each mode: which verb the unlock message goes out with (a plain `SSUBSCRIBE` on the
+/// slot's master and a plain `SUBSCRIBE` listen), and a waiter of the same mode is woken by it
+/// (its re-check is 60 s away, so only the message can wake it within the bound).
+async fn flavour(ctx: &Ctx, mode: PubSubMode, sharded_seen: bool, classic_seen: bool) {
+    let holder = ctx
+        .client(mode, Duration::from_secs(30), Duration::from_secs(60))
+        .await;
+    let waiter = ctx
+        .client(mode, Duration::from_secs(30), Duration::from_secs(60))
+        .await;
+    for (name, _) in ctx.names_on_every_master(&unique_name(mode.as_str())) {
+        let mut sharded = Observer::new(ctx, &channel(&name), true).await;
+        let mut classic = Observer::new(ctx, &channel(&name), false).await;
+        let guard = holder.lock(name.clone()).lock().await.unwrap();
+        let lock = waiter.lock(name.clone());
+        let waiting = tokio::spawn(async move {
+            let g = lock.lock().await.unwrap();
+            (g, Instant::now())
+        });
+        sleep(ms(300)).await; // the waiter has tried, failed and subscribed
+        let released = Instant::now();
+        guard.unlock().await.unwrap();
+        let (g, woken) = timeout(Duration::from_secs(5), waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        let delay = woken - released;
+        assert!(
+            delay < Duration::from_secs(2),
+            "{mode:?} {name}: woken {delay:?} after the unlock (not by message)"
+        );
+        g.unlock().await.unwrap();
+        let s = sharded.messages(ms(300)).await;
+        let c = classic.messages(ms(50)).await;
+        assert_eq!(
+            s,
+            if sharded_seen {
+                vec![("smessage", "0".to_owned()), ("smessage", "0".to_owned())]
+            } else {
+                vec![]
+            },
+            "{mode:?} {name}: sharded observer"
+        );
+        assert_eq!(
+            c,
+            if classic_seen {
+                vec![("message", "0".to_owned()), ("message", "0".to_owned())]
+            } else {
+                vec![]
+            },
+            "{mode:?} {name}: classic observer"
+        );
+        eprintln!("{mode:?} {name}: waiter woken {delay:?} after the unlock");
+    }
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}
+
+fn auto_publishes_sharded_on_redis_7(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(flavour(ctx, PubSubMode::Auto, true, false))
+}
+
+fn sharded_publishes_sharded(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(flavour(ctx, PubSubMode::Sharded, true, false))
+}
+
+fn classic_publishes_classic(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(flavour(ctx, PubSubMode::Classic, false, true))
+}
+
+fn both_publishes_both(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(flavour(ctx, PubSubMode::Both, true, true))
+}
+
+/// A `both` waiter is woken by a sharded-only and by a classic-only holder.
+fn both_hears_either(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        let waiter = ctx
+            .client(
+                PubSubMode::Both,
+                Duration::from_secs(30),
+                Duration::from_secs(60),
+            )
+            .await;
+        for mode in [PubSubMode::Sharded, PubSubMode::Classic] {
+            let holder = ctx
+                .client(mode, Duration::from_secs(30), Duration::from_secs(60))
+                .await;
+            let name = unique_name("either");
+            let guard = holder.lock(name.clone()).lock().await.unwrap();
+            let lock = waiter.lock(name.clone());
+            let waiting = tokio::spawn(async move { lock.lock().await.unwrap() });
+            sleep(ms(300)).await;
+            let released = Instant::now();
+            guard.unlock().await.unwrap();
+            let g = timeout(Duration::from_secs(5), waiting)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(released.elapsed() < Duration::from_secs(2), "{mode:?}");
+            g.unlock().await.unwrap();
+            holder.shutdown().await;
+        }
+        waiter.shutdown().await;
+    })
+}
+
+// -----------------------------------------------------------------------------------------
+// Watchdog, names, bad input
+// -----------------------------------------------------------------------------------------
+
+/// Holds on all three masters renew (a batch script never spans slots): over three
+/// watchdog timeouts every key keeps a TTL and it rises again after each renewal.
+fn watchdog_renews_on_every_master(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        let watchdog = ms(1500);
+        let client = ctx
+            .client(PubSubMode::Auto, watchdog, Duration::from_secs(1))
+            .await;
+        let mut raw = ctx.raw().await;
+        let names = ctx.names_on_every_master(&unique_name("renew"));
+        let mut guards = Vec::new();
+        for (name, _) in &names {
+            guards.push(client.lock(name.clone()).lock().await.unwrap());
+            guards.push(
+                client
+                    .fair_lock(format!("{name}:fair"))
+                    .lock()
+                    .await
+                    .unwrap(),
+            );
+            guards.push(
+                client
+                    .rw_lock(format!("{name}:rw"))
+                    .read_lock()
+                    .lock()
+                    .await
+                    .unwrap(),
+            );
+        }
+        let keys: Vec<String> = names
+            .iter()
+            .flat_map(|(n, _)| [n.clone(), format!("{n}:fair"), format!("{n}:rw")])
+            .collect();
+        let mut last = vec![i64::MAX; keys.len()];
+        let mut rises = vec![0; keys.len()];
+        let until = Instant::now() + watchdog * 3;
+        while Instant::now() < until {
+            for (i, key) in keys.iter().enumerate() {
+                let ttl = pttl(&mut raw, key).await;
+                assert!(ttl > 0, "{key} lost its TTL or expired: {ttl}");
+                if ttl > last[i] {
+                    rises[i] += 1;
+                }
+                last[i] = ttl;
+            }
+            sleep(ms(50)).await;
+        }
+        assert!(rises.iter().all(|&r| r >= 2), "renewals per key: {rises:?}");
+        for g in &guards {
+            assert!(!g.is_lost());
+        }
+        for g in guards {
+            g.unlock().await.unwrap();
+        }
+        for key in &keys {
+            assert_eq!(pttl(&mut raw, key).await, -2, "{key}");
+        }
+        client.shutdown().await;
+    })
+}
+
+/// A name whose derived keys fall in other slots is refused before anything is written.
+fn names_across_slots_are_refused(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        let client = ctx
+            .client(
+                PubSubMode::Auto,
+                Duration::from_secs(30),
+                Duration::from_secs(1),
+            )
+            .await;
+        let mut raw = ctx.raw().await;
+        let bad = format!("{}{{b", unique_name("a"));
+        let err = client.lock(bad.clone()).lock().await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Topology(m) if m.contains("CROSSSLOT") && m.contains("nothing was written")),
+            "{err}"
+        );
+        let err = client.fair_lock(bad.clone()).try_lock().await.unwrap_err();
+        assert!(matches!(err, Error::Topology(_)), "{err}");
+        let err = client
+            .semaphore(bad.clone())
+            .try_set_permits(1)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Topology(_)), "{err}");
+        let latch = format!("{{{}}}", unique_name("latch"));
+        let err = client
+            .count_down_latch(latch.clone())
+            .try_set_count(1)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Topology(_)), "{err}");
+        for key in [bad.clone(), latch, channel(&bad)] {
+            let n: i64 = redis::cmd("EXISTS")
+                .arg(&key)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            assert_eq!(n, 0, "{key}");
+        }
+        // A balanced tag is fine.
+        let good = format!("{{{}}}:b", unique_name("a"));
+        client
+            .lock(good)
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+        client.shutdown().await;
+    })
+}
+
+/// Misconfigurations fail at `connect()`, with an error naming the fix, never a hang.
+fn wrong_topologies_fail_at_startup(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        let started = Instant::now();
+        // A seed list that reaches no node.
+        let dead = testkit::RedisServer::start();
+        let dead_url = dead.url();
+        drop(dead);
+        let err = Client::builder()
+            .cluster([dead_url.clone()])
+            .connect_timeout(ms(500))
+            .connect()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Topology(m) if m.contains("no Redis Cluster")),
+            "{err}"
+        );
+        // A single server given as a cluster.
+        let single = testkit::RedisServer::start();
+        let err = Client::builder()
+            .cluster([single.url()])
+            .connect()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Topology(m) if m.contains("single Redis server") && m.contains(".url(")),
+            "{err}"
+        );
+        // A cluster node given as a single server: at connect, and on a call.
+        let node = ctx.cluster.node(0).url();
+        let err = Client::builder()
+            .url(node.clone())
+            .connect()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Topology(m) if m.contains("Redis Cluster node") && m.contains(".cluster(")),
+            "{err}"
+        );
+        let lazy = Client::open(node).unwrap();
+        let mut moved = None;
+        for i in 0..20 {
+            if let Err(e) = lazy
+                .lock(format!("{}:{i}", unique_name("moved")))
+                .try_lock()
+                .await
+            {
+                moved = Some(e);
+                break;
+            }
+        }
+        let err = moved.expect("some name is served by another node");
+        assert!(
+            matches!(&err, Error::Topology(m) if m.contains("MOVED")),
+            "{err}"
+        );
+        lazy.shutdown().await;
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+    })
+}
+
+// -----------------------------------------------------------------------------------------
+// Topology changes (run last, in order)
+// -----------------------------------------------------------------------------------------
+
+/// `CLUSTER FAILOVER` on the replica of a held lock's slot, while the holder holds (watchdog
+/// 1.5 s) and two waiters wait: the holder keeps the lock through the switch (renewals reach
+/// the new master), its unlock works, and the waiters are woken within the re-check bound.
+fn failover_keeps_the_holder_and_wakes_the_waiters(
+    ctx: &mut Ctx,
+) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        let watchdog = ms(1500);
+        let holder = ctx
+            .client(PubSubMode::Auto, watchdog, Duration::from_secs(1))
+            .await;
+        let waiters = ctx
+            .client(PubSubMode::Auto, watchdog, Duration::from_secs(1))
+            .await;
+        let mut raw = ctx.raw().await;
+        let name = unique_name("failover");
+        let old_master = ctx.cluster.node_for_key(&name);
+        let replica = ctx.replica_of(&name);
+        let guard = holder.lock(name.clone()).lock().await.unwrap();
+        let mut waiting = Vec::new();
+        for i in 0..2 {
+            let lock = waiters.lock(name.clone());
+            let opts = LockOptions::new().owner(Owner::new(10 + i));
+            waiting.push(tokio::spawn(async move {
+                let g = lock.lock_with_options(&opts).await.unwrap();
+                let at = Instant::now();
+                g.unlock().await.unwrap();
+                at
+            }));
+        }
+        sleep(ms(300)).await;
+        let switched = Instant::now();
+        let mut con = ctx.cluster.server(replica.index).connect();
+        let () = redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query(&mut con)
+            .unwrap();
+        // Wait for the replica to become the master of the slot.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ctx.cluster.node_for_key(&name).port != replica.port {
+            assert!(
+                Instant::now() < deadline,
+                "the failover did not happen within 10 s"
+            );
+            sleep(ms(50)).await;
+        }
+        let took = switched.elapsed();
+        // Over three watchdog timeouts the holder keeps the lock on the new master.
+        let until = Instant::now() + watchdog * 3;
+        while Instant::now() < until {
+            let hash = hgetall(&mut raw, &name).await;
+            assert!(
+                hash.iter().any(|(f, _)| f.starts_with(holder.id())),
+                "the holder lost the lock in the failover: {hash:?}"
+            );
+            assert!(!guard.is_lost());
+            sleep(ms(100)).await;
+        }
+        let released = Instant::now();
+        guard.unlock().await.unwrap();
+        let mut woken = Vec::new();
+        for w in waiting {
+            let at = timeout(Duration::from_secs(10), w).await.unwrap().unwrap();
+            woken.push(at.saturating_duration_since(released));
+        }
+        eprintln!(
+            "failover of {} to {} took {took:?}; waiters got the lock {woken:?} after the unlock",
+            old_master.port, replica.port
+        );
+        assert!(woken[0] < Duration::from_secs(2), "{woken:?}");
+        assert_eq!(pttl(&mut raw, &name).await, -2);
+        holder.shutdown().await;
+        waiters.shutdown().await;
+    })
+}
+
+/// The slot of a held lock migrates to another master (`SETSLOT IMPORTING/MIGRATING`, keys
+/// moved with `MIGRATE` one at a time, `SETSLOT NODE`) while waiters wait: acquisitions,
+/// renewals and the unlock go on through `ASK` and `MOVED` without an error reaching anyone,
+/// and the waiters, whose sharded subscription Redis drops, subscribe again and are woken.
+fn slot_migration_is_transparent(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        let watchdog = ms(1500);
+        let holder = ctx
+            .client(PubSubMode::Auto, watchdog, Duration::from_secs(1))
+            .await;
+        let waiters = ctx
+            .client(PubSubMode::Auto, watchdog, Duration::from_secs(1))
+            .await;
+        let mut raw = ctx.raw().await;
+        let name = unique_name("migrate");
+        let source = ctx.cluster.node_for_key(&name);
+        let target = ctx
+            .cluster
+            .nodes()
+            .into_iter()
+            .find(|n| {
+                n.port != source.port
+                    && matches!(node_role(&ctx.cluster, n.index).as_deref(), Some("master"))
+            })
+            .expect("another master");
+        let guard = holder.lock(name.clone()).lock().await.unwrap();
+        // A second lock in the same slot, taken half-way through, exercises ASK.
+        let sibling = format!("{{{name}}}:sibling");
+        let mut waiting = Vec::new();
+        for i in 0..2 {
+            let lock = waiters.lock(name.clone());
+            let opts = LockOptions::new().owner(Owner::new(20 + i));
+            waiting.push(tokio::spawn(async move {
+                let g = lock.lock_with_options(&opts).await.unwrap();
+                let at = Instant::now();
+                g.unlock().await.unwrap();
+                at
+            }));
+        }
+        sleep(ms(300)).await;
+        let slot: i64 = {
+            let mut con = ctx.cluster.server(source.index).connect();
+            redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(&name)
+                .query(&mut con)
+                .unwrap()
+        };
+        let id = |index: usize| -> String {
+            let mut con = ctx.cluster.server(index).connect();
+            redis::cmd("CLUSTER").arg("MYID").query(&mut con).unwrap()
+        };
+        let (source_id, target_id) = (id(source.index), id(target.index));
+        let mut src = ctx.cluster.server(source.index).connect();
+        let mut dst = ctx.cluster.server(target.index).connect();
+        let () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("IMPORTING")
+            .arg(&source_id)
+            .query(&mut dst)
+            .unwrap();
+        let () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("MIGRATING")
+            .arg(&target_id)
+            .query(&mut src)
+            .unwrap();
+        // Mid-migration: a new lock in the slot (absent on the source: ASK) is taken, and held
+        // through the migration; the held one is renewed meanwhile.
+        let sibling_guard = holder.lock(sibling.clone()).lock().await.unwrap();
+        sleep(watchdog / 2).await;
+        // Move the keys of the slot, then hand the slot over everywhere.
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(100)
+                .query(&mut src)
+                .unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            let mut migrate = redis::cmd("MIGRATE");
+            migrate
+                .arg("127.0.0.1")
+                .arg(target.port)
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys);
+            let _: Value = migrate.query(&mut src).unwrap();
+        }
+        for node in ctx.cluster.nodes() {
+            let mut con = ctx.cluster.server(node.index).connect();
+            let _: Value = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("NODE")
+                .arg(&target_id)
+                .query(&mut con)
+                .unwrap_or(Value::Nil);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ctx.cluster.node_for_key(&name).port != target.port {
+            assert!(
+                Instant::now() < deadline,
+                "the slot did not move within 10 s"
+            );
+            sleep(ms(50)).await;
+        }
+        // The holder keeps it on the new master for two more watchdog timeouts.
+        let until = Instant::now() + watchdog * 2;
+        while Instant::now() < until {
+            let hash = hgetall(&mut raw, &name).await;
+            assert!(
+                hash.iter().any(|(f, _)| f.starts_with(holder.id())),
+                "{hash:?}"
+            );
+            assert!(!guard.is_lost());
+            sleep(ms(100)).await;
+        }
+        assert!(!sibling_guard.is_lost());
+        sibling_guard.unlock().await.unwrap();
+        let released = Instant::now();
+        guard.unlock().await.unwrap();
+        let mut woken = Vec::new();
+        for w in waiting {
+            let at = timeout(Duration::from_secs(10), w).await.unwrap().unwrap();
+            woken.push(at.saturating_duration_since(released));
+        }
+        eprintln!(
+            "slot {slot} moved from {} to {}; waiters got the lock {woken:?} after the unlock",
+            source.port, target.port
+        );
+        assert!(woken[0] < Duration::from_secs(2), "{woken:?}");
+        assert_eq!(pttl(&mut raw, &name).await, -2);
+        holder.shutdown().await;
+        waiters.shutdown().await;
+    })
+}
+
+fn node_role(cluster: &RedisCluster, index: usize) -> Option<String> {
+    let mut con = cluster.server(index).try_connect().ok()?;
+    let role: Vec<Value> = redis::cmd("ROLE").query(&mut con).ok()?;
+    match role.first() {
+        Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+        _ => None,
+    }
+}
+
+/// The master of a held lock's slot is killed (SIGKILL) before its replica had the lock (the
+/// replica was paused while the lock was taken: asynchronous replication loses the write), and
+/// the replica is promoted: the lock is gone on the new master, and the holder's guard reports
+/// it lost when its watchdog finds it gone; another client then takes it.
+fn a_killed_master_loses_an_unreplicated_lock_and_the_guard_says_so(
+    ctx: &mut Ctx,
+) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        let watchdog = ms(1500);
+        let holder = ctx
+            .client(PubSubMode::Auto, watchdog, Duration::from_secs(1))
+            .await;
+        let other = ctx
+            .client(PubSubMode::Auto, watchdog, Duration::from_secs(1))
+            .await;
+        let name = unique_name("killed");
+        let master = ctx.cluster.node_for_key(&name);
+        let replica = ctx.replica_of(&name);
+        ctx.cluster.pause(replica.index);
+        let guard = holder.lock(name.clone()).lock().await.unwrap();
+        let killed = Instant::now();
+        ctx.cluster.stop(master.index);
+        ctx.cluster.resume(replica.index);
+        let lost = timeout(Duration::from_secs(30), guard.lost()).await;
+        assert!(lost.is_ok(), "the guard never reported the lost lock");
+        let lost_after = killed.elapsed();
+        let g = timeout(Duration::from_secs(20), other.lock(name.clone()).lock())
+            .await
+            .expect("no one could take the lock after the failover")
+            .unwrap();
+        assert_eq!(ctx.cluster.node_for_key(&name).port, replica.port);
+        eprintln!(
+            "master {} killed; replica {} promoted; the guard reported the loss {lost_after:?} \
+             after the kill",
+            master.port, replica.port
+        );
+        assert!(guard.unlock().await.unwrap_err().is_not_held());
+        g.unlock().await.unwrap();
+        holder.shutdown().await;
+        other.shutdown().await;
+        // Bring the old master back (it rejoins as a replica) for whatever runs next.
+        ctx.cluster.restart(master.index);
+    })
+}
+
+const TESTS: &[(&str, TestFn)] = &[
+    (
+        "every_primitive_on_every_master",
+        every_primitive_on_every_master,
+    ),
+    (
+        "auto_publishes_sharded_on_redis_7",
+        auto_publishes_sharded_on_redis_7,
+    ),
+    ("sharded_publishes_sharded", sharded_publishes_sharded),
+    ("classic_publishes_classic", classic_publishes_classic),
+    ("both_publishes_both", both_publishes_both),
+    ("both_hears_either", both_hears_either),
+    (
+        "watchdog_renews_on_every_master",
+        watchdog_renews_on_every_master,
+    ),
+    (
+        "names_across_slots_are_refused",
+        names_across_slots_are_refused,
+    ),
+    (
+        "wrong_topologies_fail_at_startup",
+        wrong_topologies_fail_at_startup,
+    ),
+    (
+        "failover_keeps_the_holder_and_wakes_the_waiters",
+        failover_keeps_the_holder_and_wakes_the_waiters,
+    ),
+    (
+        "slot_migration_is_transparent",
+        slot_migration_is_transparent,
+    ),
+    (
+        "a_killed_master_loses_an_unreplicated_lock_and_the_guard_says_so",
+        a_killed_master_loses_an_unreplicated_lock_and_the_guard_says_so,
+    ),
+];
+
+fn main() -> std::process::ExitCode {
+    // `cargo test` passes the filter and harness flags; only a plain word filters.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let selected: Vec<&(&str, TestFn)> = TESTS
+        .iter()
+        .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
+        .collect();
+    if std::env::args().any(|a| a == "--list") {
+        for (name, _) in &selected {
+            println!("{name}: test");
+        }
+        return std::process::ExitCode::SUCCESS;
+    }
+    if selected.is_empty() {
+        println!("running 0 tests");
+        return std::process::ExitCode::SUCCESS;
+    }
+    let started = Instant::now();
+    let cluster = RedisCluster::builder().masters(3).replicas(1).start();
+    assert_eq!(
+        cluster
+            .nodes()
+            .iter()
+            .filter(|n| n.role == Role::Master)
+            .count(),
+        3
+    );
+    println!(
+        "running {} tests on a cluster of 6 nodes (started in {:?})",
+        selected.len(),
+        started.elapsed()
+    );
+    let mut ctx = Ctx { cluster };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut failed = Vec::new();
+    for (name, test) in selected {
+        let t = Instant::now();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            runtime.block_on(async {
+                timeout(Duration::from_secs(120), test(&mut ctx))
+                    .await
+                    .expect("the test did not finish within 120 s");
+            });
+        }));
+        match outcome {
+            Ok(()) => println!("test {name} ... ok ({:.1} s)", t.elapsed().as_secs_f64()),
+            Err(_) => {
+                println!(
+                    "test {name} ... FAILED ({:.1} s)",
+                    t.elapsed().as_secs_f64()
+                );
+                failed.push(*name);
+            }
+        }
+    }
+    drop(runtime);
+    drop(ctx);
+    if failed.is_empty() {
+        println!(
+            "test result: ok. cluster tests passed in {:?}",
+            started.elapsed()
+        );
+        std::process::ExitCode::SUCCESS
+    } else {
+        println!("test result: FAILED: {failed:?}");
+        std::process::ExitCode::FAILURE
+    }
+}
