@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use redisson_sync::redis::cluster::ClusterClient;
+use redisson_sync::redis::cluster_async::ClusterConnection;
 use redisson_sync::redis::{self, AsyncConnectionConfig, RedisError, aio::MultiplexedConnection};
 use tokio::sync::Mutex;
 
@@ -13,6 +15,8 @@ pub struct Counter {
     client: redis::Client,
     config: AsyncConnectionConfig,
     connection: Mutex<Option<MultiplexedConnection>>,
+    /// In cluster mode: the cluster connection (it reconnects and follows the slots itself).
+    cluster: Option<ClusterConnection>,
 }
 
 impl Counter {
@@ -24,9 +28,26 @@ impl Counter {
                 .set_connection_timeout(Some(timeout))
                 .set_response_timeout(Some(timeout)),
             connection: Mutex::new(None),
+            cluster: None,
         };
         counter.connection().await?;
         Ok(counter)
+    }
+
+    /// A counter on a Redis Cluster reached through the seed node `url`.
+    pub async fn connect_cluster(url: &str, timeout: Duration) -> Result<Self, RedisError> {
+        let cluster = ClusterClient::builder([url])
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .build()?
+            .get_async_connection()
+            .await?;
+        Ok(Self {
+            client: redis::Client::open(url)?,
+            config: AsyncConnectionConfig::new(),
+            connection: Mutex::new(None),
+            cluster: Some(cluster),
+        })
     }
 
     /// Reads the counter; a missing key is 0.
@@ -54,9 +75,12 @@ impl Counter {
         key: &str,
         cmd: &redis::Cmd,
     ) -> Result<T, Failure> {
-        let result = match self.connection().await {
-            Ok(mut connection) => cmd.query_async(&mut connection).await,
-            Err(e) => Err(e),
+        let result = match &self.cluster {
+            Some(cluster) => cmd.query_async(&mut cluster.clone()).await,
+            None => match self.connection().await {
+                Ok(mut connection) => cmd.query_async(&mut connection).await,
+                Err(e) => Err(e),
+            },
         };
         let error = match result {
             Ok(value) => return Ok(value),

@@ -46,24 +46,28 @@ async fn main() -> ExitCode {
         }
         Err(message) => return fail(2, &message),
     };
-    if options.mode != Mode::Single {
+    if options.mode == Mode::Sentinel {
         let mode = options.mode.as_str();
         return fail(
             2,
             &format!("mode {mode} is not supported by this crate yet"),
         );
     }
-    let client = match Client::builder()
-        .url(&options.redis)
+    let mut builder = Client::builder()
         .watchdog_timeout(options.watchdog)
         .fair_wait_timeout(options.fair_wait)
-        .pool_size(POOL_SIZE)
-        .build()
-    {
-        Ok(client) => client,
-        Err(e) => return fail(2, &e.to_string()),
+        .pool_size(POOL_SIZE);
+    builder = match options.mode {
+        Mode::Cluster => builder
+            .cluster([options.redis.clone()])
+            .pubsub(options.pubsub),
+        _ => builder.url(&options.redis),
     };
-    let agent = match connect(client).await {
+    let client = match builder.connect().await {
+        Ok(client) => client,
+        Err(e) => return fail(1, &format!("cannot reach Redis at {}: {e}", options.redis)),
+    };
+    let agent = match connect(client, &options).await {
         Ok(agent) => Arc::new(agent),
         Err(message) => return fail(1, &message),
     };
@@ -96,17 +100,19 @@ fn fail(status: u8, message: &str) -> ExitCode {
 
 /// Checks that Redis answers, through the crate and through the counter connection, before
 /// the ready line.
-async fn connect(client: Client) -> Result<Agent, String> {
+async fn connect(client: Client, options: &Options) -> Result<Agent, String> {
     let timeout = client.config().command_timeout;
-    let url = client.config().url.clone();
+    let url = options.redis.clone();
     client
         .lock("redisson-sync-agent:connect")
         .is_locked()
         .await
         .map_err(|e| format!("cannot reach Redis at {url}: {e}"))?;
-    let counter = Counter::connect(&url, timeout)
-        .await
-        .map_err(|e| format!("cannot reach Redis at {url}: {e}"))?;
+    let counter = match options.mode {
+        Mode::Cluster => Counter::connect_cluster(&url, timeout).await,
+        _ => Counter::connect(&url, timeout).await,
+    }
+    .map_err(|e| format!("cannot reach Redis at {url}: {e}"))?;
     Ok(Agent::new(client, counter))
 }
 

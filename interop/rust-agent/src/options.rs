@@ -6,11 +6,11 @@ use std::time::Duration;
 pub const USAGE: &str = "\
 usage: redisson-sync-agent [OPTIONS]
   --redis URL                        Redis URL (default redis://127.0.0.1:6379)
-  --mode single|cluster|sentinel     topology (default single; only single is supported)
+  --mode single|cluster|sentinel     topology (default single; sentinel is not supported yet)
   --master NAME                      sentinel master name
   --watchdog-ms N                    watchdog lease in ms (default 30000)
   --fair-wait-ms N                   fair-lock waiter slot in ms (default 300000)
-  --pubsub auto|classic|sharded      pub/sub flavour in cluster mode (default auto; unused)
+  --pubsub auto|classic|sharded|both pub/sub flavour in cluster mode (default auto)
   --redisson VERSION                 Java agent only; accepted and ignored
 Speaks the JSON-lines protocol of CONFORMANCE_PROTOCOL.md on stdin/stdout.";
 
@@ -32,8 +32,8 @@ impl Mode {
     }
 }
 
-/// The parsed options. Only `redis`, `mode`, `watchdog` and `fair_wait` change what this agent
-/// does; the others are validated so that a driver gets the same answer from both agents.
+/// The parsed options. `redis`, `mode`, `watchdog`, `fair_wait` and `pubsub` change what this
+/// agent does; the others are validated so that a driver gets the same answer from both agents.
 #[derive(Clone, Debug)]
 pub struct Options {
     pub redis: String,
@@ -41,6 +41,8 @@ pub struct Options {
     pub watchdog: Duration,
     /// `--fair-wait-ms`: the fair-lock waiter slot (`Config::fair_wait_timeout`).
     pub fair_wait: Duration,
+    /// `--pubsub`: `Config::pubsub` (cluster mode only).
+    pub pubsub: redisson_sync::PubSubMode,
 }
 
 impl Options {
@@ -52,6 +54,7 @@ impl Options {
             mode: Mode::Single,
             watchdog: Duration::from_secs(30),
             fair_wait: Duration::from_secs(300),
+            pubsub: redisson_sync::PubSubMode::Auto,
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -91,9 +94,9 @@ impl Options {
                     options.fair_wait = Duration::from_millis(millis(&name, &value)?);
                 }
                 "--pubsub" => {
-                    if !matches!(value.as_str(), "auto" | "classic" | "sharded") {
-                        return Err(bad_value(&name, &value, "auto|classic|sharded"));
-                    }
+                    options.pubsub = value
+                        .parse()
+                        .map_err(|_| bad_value(&name, &value, "auto|classic|sharded|both"))?;
                 }
                 _ => return Err(format!("unknown option {name}\n{USAGE}")),
             }

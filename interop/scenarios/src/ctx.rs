@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::Connection;
+use crate::server::Connection;
 use serde_json::{Value, json};
 
 use crate::agent::{Agent, Impl};
-use crate::server::{self, RedisServer};
+use crate::server::{self, Backend};
 
 /// The watchdog of the long-lived agents: far longer than any scenario, so a lock is never
 /// freed by expiry unless a scenario asks for a lease.
@@ -18,6 +18,13 @@ pub const LONG_WATCHDOG_MS: i64 = 600_000;
 pub struct Options {
     pub root: PathBuf,
     pub redisson: String,
+    /// `--mode cluster`: the scenarios that can run on a Redis Cluster, on one.
+    pub cluster: bool,
+    /// `--pubsub`: the Java agent's (and, unless `--rust-pubsub`, the Rust agent's) pub/sub
+    /// flavour in cluster mode.
+    pub pubsub: String,
+    /// `--rust-pubsub`: the Rust agent's, when it differs (e.g. `both`).
+    pub rust_pubsub: Option<String>,
     pub smoke: bool,
     pub only: Option<String>,
     pub handoffs: usize,
@@ -29,6 +36,9 @@ impl Options {
         let mut options = Self {
             root: std::env::current_dir().map_err(|e| e.to_string())?,
             redisson: "4.7.0".into(),
+            cluster: false,
+            pubsub: "auto".into(),
+            rust_pubsub: None,
             smoke: false,
             only: None,
             handoffs: 50,
@@ -39,6 +49,15 @@ impl Options {
             match arg.as_str() {
                 "--root" => options.root = PathBuf::from(value()?),
                 "--redisson" => options.redisson = value()?,
+                "--mode" => {
+                    options.cluster = match value()?.as_str() {
+                        "cluster" => true,
+                        "single" => false,
+                        other => return Err(format!("--mode single|cluster, not {other:?}")),
+                    }
+                }
+                "--pubsub" => options.pubsub = value()?,
+                "--rust-pubsub" => options.rust_pubsub = Some(value()?),
                 "--smoke" => options.smoke = true,
                 "--only" => options.only = Some(value()?),
                 "--handoffs" => options.handoffs = number(&arg, &value()?)?,
@@ -62,7 +81,7 @@ pub struct Ctx {
     pub options: Options,
     pub root: PathBuf,
     pub logs: PathBuf,
-    pub server: RedisServer,
+    pub server: Backend,
     /// Long-lived agents (watchdog [`LONG_WATCHDOG_MS`]) most scenarios share.
     pub rust: Agent,
     pub java: Agent,
@@ -75,17 +94,32 @@ pub struct Ctx {
 impl Ctx {
     pub fn start(options: Options) -> Result<Self, String> {
         let root = options.root.clone();
-        let logs = root.join("target/interop-logs").join(&options.redisson);
+        let logs = root.join("target/interop-logs").join(if options.cluster {
+            format!(
+                "{}-cluster-{}{}",
+                options.redisson,
+                options.pubsub,
+                options
+                    .rust_pubsub
+                    .as_ref()
+                    .map(|r| format!("-rust-{r}"))
+                    .unwrap_or_default()
+            )
+        } else {
+            options.redisson.clone()
+        });
         std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
-        let server = server::start(&logs)?;
+        let server = if options.cluster {
+            Backend::Cluster(server::start_cluster()?)
+        } else {
+            Backend::Single(server::start(&logs)?)
+        };
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos();
         let long = ["--watchdog-ms".to_string(), LONG_WATCHDOG_MS.to_string()];
-        let start = |imp: Impl, n: u64| {
-            start_agent(&root, &logs, &server, &options.redisson, imp, n, &long)
-        };
+        let start = |imp: Impl, n: u64| start_agent(&root, &logs, &server, &options, imp, n, &long);
         let rust = start(Impl::Rust, 1)?;
         let java = start(Impl::Java, 1)?;
         Ok(Self {
@@ -118,7 +152,7 @@ impl Ctx {
             &self.root,
             &self.logs,
             &self.server,
-            &self.options.redisson,
+            &self.options,
             imp,
             n,
             &extra,
@@ -146,8 +180,8 @@ impl Ctx {
 fn start_agent(
     root: &std::path::Path,
     logs: &std::path::Path,
-    server: &RedisServer,
-    redisson: &str,
+    server: &Backend,
+    options: &Options,
     imp: Impl,
     n: u64,
     extra: &[String],
@@ -155,7 +189,19 @@ fn start_agent(
     let label = format!("{imp}#{n}");
     let mut args = extra.to_vec();
     if imp == Impl::Java {
-        args.extend(["--redisson".to_string(), redisson.to_string()]);
+        args.extend(["--redisson".to_string(), options.redisson.clone()]);
+    }
+    if server.is_cluster() {
+        let pubsub = match imp {
+            Impl::Rust => options.rust_pubsub.as_ref().unwrap_or(&options.pubsub),
+            Impl::Java => &options.pubsub,
+        };
+        args.extend([
+            "--mode".to_string(),
+            "cluster".to_string(),
+            "--pubsub".to_string(),
+            pubsub.clone(),
+        ]);
     }
     let log = logs.join(format!("agent-{imp}-{n}.log"));
     Agent::start(root, imp, label, &server.url(), &args, &log)

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis::Connection;
+use crate::server::Connection;
 use serde_json::json;
 
 use super::*;

@@ -8,7 +8,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use redis::Connection;
+use crate::server::Connection;
 use serde_json::{Value, json};
 
 use super::*;

@@ -7,7 +7,12 @@
 //!
 //! ```text
 //! interop/run [--redisson VERSION] [--smoke] [--only SUBSTRING] [--handoffs N] [--iterations N]
+//! interop/run --mode cluster [--pubsub auto|classic|sharded] [--rust-pubsub both] [--smoke]
 //! ```
+//!
+//! With `--mode cluster` the scenarios that look at Redis only through keys run on a Redis
+//! Cluster of their own (3 masters, 3 replicas), both agents in cluster mode with `--pubsub`
+//! (the Rust agent with `--rust-pubsub` when given).
 //! (`interop/run` builds the agents first; this binary itself never compiles anything.)
 
 mod ctx;
@@ -27,7 +32,8 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("interop-scenarios: {message}");
             eprintln!(
-                "usage: interop-scenarios [--root DIR] [--redisson VERSION] [--smoke] \
+                "usage: interop-scenarios [--root DIR] [--redisson VERSION] [--mode single|cluster] \
+                 [--pubsub MODE] [--rust-pubsub MODE] [--smoke] \
                  [--only SUBSTRING] [--handoffs N] [--iterations N]"
             );
             return ExitCode::from(2);
@@ -40,9 +46,22 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let topology = if ctx.options.cluster {
+        format!(
+            "cluster (seed {}), pub/sub java {} rust {}",
+            ctx.server.url(),
+            ctx.options.pubsub,
+            ctx.options
+                .rust_pubsub
+                .as_deref()
+                .unwrap_or(&ctx.options.pubsub)
+        )
+    } else {
+        ctx.server.url()
+    };
     println!(
         "redis {} | rust agent {} | java agent: Redisson {} | logs in {}",
-        ctx.server.url(),
+        topology,
         ctx.rust.version,
         ctx.java.version,
         relative(&ctx.root, &ctx.logs).display()

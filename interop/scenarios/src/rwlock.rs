@@ -8,7 +8,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::Connection;
+use crate::server::Connection;
 
 use super::*;
 

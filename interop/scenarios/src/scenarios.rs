@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use redis::Connection;
+use crate::server::Connection;
 use serde_json::json;
 
 use crate::agent::{Agent, CALL_TIMEOUT, Impl};
@@ -70,6 +70,9 @@ pub struct Scenario {
     pub smoke: bool,
     /// Run twice, once with each side holding; otherwise once, holder/waiter unused.
     pub directed: bool,
+    /// Also run on a Redis Cluster (`--mode cluster`): it looks at Redis only through keys,
+    /// never through a plain subscriber or `PUBSUB NUMSUB` (sharded channels are not there).
+    pub cluster: bool,
     pub run: Run,
 }
 
@@ -78,168 +81,196 @@ const SCENARIOS: &[Scenario] = &[
         name: "protocol",
         smoke: true,
         directed: false,
+        cluster: true,
         run: protocol,
     },
     Scenario {
         name: "exclusion",
         smoke: true,
         directed: true,
+        cluster: true,
         run: exclusion,
     },
     Scenario {
         name: "wake-up by message",
         smoke: true,
         directed: true,
+        cluster: true,
         run: wake_up,
     },
     Scenario {
         name: "reentrancy",
         smoke: true,
         directed: true,
+        cluster: true,
         run: reentrancy,
     },
     Scenario {
         name: "queries agree",
         smoke: false,
         directed: true,
+        cluster: true,
         run: queries_agree,
     },
     Scenario {
         name: "not_held",
         smoke: true,
         directed: true,
+        cluster: true,
         run: not_held,
     },
     Scenario {
         name: "force_unlock",
         smoke: true,
         directed: true,
+        cluster: true,
         run: force_unlock_wakes,
     },
     Scenario {
         name: "watchdog",
         smoke: false,
         directed: true,
+        cluster: true,
         run: watchdog,
     },
     Scenario {
         name: "paused holder",
         smoke: false,
         directed: true,
+        cluster: true,
         run: paused_holder,
     },
     Scenario {
         name: "explicit lease",
         smoke: false,
         directed: true,
+        cluster: true,
         run: explicit_lease,
     },
     Scenario {
         name: "same bytes in redis",
         smoke: true,
         directed: false,
+        cluster: true,
         run: same_bytes,
     },
     Scenario {
         name: "mixed stress",
         smoke: false,
         directed: false,
+        cluster: true,
         run: mixed_stress,
     },
     Scenario {
         name: "fair order",
         smoke: true,
         directed: true,
+        cluster: true,
         run: fair::fair_order,
     },
     Scenario {
         name: "fair head-only wake-up",
         smoke: true,
         directed: true,
+        cluster: true,
         run: fair::fair_head_only,
     },
     Scenario {
         name: "fair dead head",
         smoke: true,
         directed: true,
+        cluster: true,
         run: fair::fair_dead_head,
     },
     Scenario {
         name: "fair stress",
         smoke: false,
         directed: false,
+        cluster: true,
         run: fair::fair_stress,
     },
     Scenario {
         name: "rw readers share",
         smoke: true,
         directed: true,
+        cluster: true,
         run: rwlock::readers_share,
     },
     Scenario {
         name: "rw write wakes readers",
         smoke: true,
         directed: true,
+        cluster: true,
         run: rwlock::write_wakes_readers,
     },
     Scenario {
         name: "rw watchdog",
         smoke: false,
         directed: true,
+        cluster: true,
         run: rwlock::watchdog_readers,
     },
     Scenario {
         name: "rw mixed stress",
         smoke: false,
         directed: false,
+        cluster: true,
         run: rwlock::mixed_stress,
     },
     Scenario {
         name: "semaphore wake-up",
         smoke: true,
         directed: true,
+        cluster: true,
         run: semaphore::sem_wake_up,
     },
     Scenario {
         name: "semaphore stress",
         smoke: false,
         directed: false,
+        cluster: true,
         run: semaphore::sem_stress,
     },
     Scenario {
         name: "psem killed holder",
         smoke: true,
         directed: true,
+        cluster: true,
         run: semaphore::psem_killed_holder,
     },
     Scenario {
         name: "psem ids cross sides",
         smoke: false,
         directed: true,
+        cluster: true,
         run: semaphore::psem_ids_cross,
     },
     Scenario {
         name: "latch wake-up",
         smoke: true,
         directed: true,
+        cluster: true,
         run: semaphore::latch_wake_up,
     },
     Scenario {
         name: "fenced tokens",
         smoke: true,
         directed: true,
+        cluster: true,
         run: variants::fenced_tokens,
     },
     Scenario {
         name: "fenced wake-up",
         smoke: true,
         directed: true,
+        cluster: true,
         run: variants::fenced_wake_up,
     },
     Scenario {
         name: "spin polling",
         smoke: true,
         directed: true,
+        cluster: true,
         run: variants::spin_polling,
     },
     // RNonReentrantLock and RNonReentrantFairLock are Redisson 4.4.0+: not in the smoke set,
@@ -248,12 +279,14 @@ const SCENARIOS: &[Scenario] = &[
         name: "nonreentrant",
         smoke: false,
         directed: true,
+        cluster: true,
         run: variants::nonreentrant,
     },
     Scenario {
         name: "nonreentrant fair",
         smoke: false,
         directed: true,
+        cluster: true,
         run: variants::nonreentrant_fair,
     },
     // Fenced only, which Redisson 3.52.0 has: part of the smoke set.
@@ -261,18 +294,21 @@ const SCENARIOS: &[Scenario] = &[
         name: "variants mixed stress",
         smoke: true,
         directed: false,
+        cluster: true,
         run: variants::variants_stress,
     },
     Scenario {
         name: "inspect java structures",
         smoke: false,
         directed: false,
+        cluster: false,
         run: inspect::inspect_java,
     },
     Scenario {
         name: "watch a java handoff",
         smoke: false,
         directed: false,
+        cluster: false,
         run: inspect::watch_java_handoff,
     },
 ];
@@ -300,6 +336,9 @@ pub fn plan(options: &Options) -> Vec<PlannedRun> {
     let mut runs = Vec::new();
     for scenario in SCENARIOS {
         if options.smoke && !scenario.smoke {
+            continue;
+        }
+        if options.cluster && !scenario.cluster {
             continue;
         }
         if options
@@ -471,7 +510,15 @@ struct Subscriber {
 
 impl Subscriber {
     fn start(ctx: &Ctx, channels: &[String]) -> Result<Self, String> {
-        let mut con = ctx.con()?;
+        let con = match ctx.con()? {
+            Connection::Single(con) => con,
+            Connection::Cluster(_, nodes) => {
+                // Sharded unless the Java side runs classic (the flavour both sides use).
+                let sharded = ctx.options.pubsub != "classic";
+                return Self::start_cluster(nodes, sharded, channels);
+            }
+        };
+        let mut con = con;
         let messages = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -497,6 +544,90 @@ impl Subscriber {
         });
         ready_rx
             .recv_timeout(Duration::from_secs(5))
+            .map_err(|e| e.to_string())??;
+        Ok(Self {
+            messages,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// On a cluster: a RESP3 cluster connection subscribed with `SSUBSCRIBE` (each channel on
+    /// its slot's master) or `SUBSCRIBE`, on a thread of its own.
+    fn start_cluster(
+        nodes: Vec<String>,
+        sharded: bool,
+        channels: &[String],
+    ) -> Result<Self, String> {
+        let messages = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (sink, flag, channels) = (Arc::clone(&messages), Arc::clone(&stop), channels.to_vec());
+        let thread = thread::spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let (tx, mut pushes) = tokio::sync::mpsc::unbounded_channel();
+                let connected = async {
+                    let mut conn = redis::cluster::ClusterClient::builder(nodes)
+                        .use_protocol(redis::ProtocolVersion::RESP3)
+                        .push_sender(tx)
+                        .build()?
+                        .get_async_connection()
+                        .await?;
+                    for channel in &channels {
+                        if sharded {
+                            conn.ssubscribe(channel).await?;
+                        } else {
+                            conn.subscribe(channel).await?;
+                        }
+                    }
+                    Ok::<_, redis::RedisError>(conn)
+                };
+                let conn = match connected.await {
+                    Ok(conn) => {
+                        let _ = ready_tx.send(Ok(()));
+                        conn
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                while !flag.load(Ordering::Relaxed) {
+                    let Ok(Some(push)) = tokio::time::timeout(ms(20), pushes.recv()).await else {
+                        continue;
+                    };
+                    if !matches!(
+                        push.kind,
+                        redis::PushKind::Message | redis::PushKind::SMessage
+                    ) {
+                        continue;
+                    }
+                    let text = |v: Option<&redis::Value>| match v {
+                        Some(redis::Value::BulkString(b)) => {
+                            String::from_utf8_lossy(b).into_owned()
+                        }
+                        Some(other) => format!("{other:?}"),
+                        None => String::new(),
+                    };
+                    sink.lock()
+                        .unwrap()
+                        .push((text(push.data.first()), text(push.data.get(1))));
+                }
+                drop(conn);
+            });
+        });
+        ready_rx
+            .recv_timeout(Duration::from_secs(10))
             .map_err(|e| e.to_string())??;
         Ok(Self {
             messages,

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::Connection;
+use crate::server::Connection;
 use serde_json::{Value, json};
 
 use super::*;

@@ -4,9 +4,98 @@
 
 use std::path::Path;
 
-use redis::{Connection, Value};
+use redis::{Cmd, RedisResult, Value};
 
-pub use testkit::RedisServer;
+pub use testkit::{RedisCluster, RedisServer};
+
+/// A connection for looking at what Redis holds: to the single server, or to the cluster
+/// (routed by key; `KEYS` goes to every master).
+pub enum Connection {
+    Single(redis::Connection),
+    /// The cluster connection, and the URL of every node (for per-node queries).
+    Cluster(Box<redis::cluster::ClusterConnection>, Vec<String>),
+}
+
+impl redis::ConnectionLike for Connection {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        match self {
+            Self::Single(c) => c.req_packed_command(cmd),
+            Self::Cluster(c, _) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        match self {
+            Self::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Cluster(c, _) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match self {
+            Self::Single(c) => c.req_command(cmd),
+            Self::Cluster(c, _) => c.req_command(cmd),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+
+    fn check_connection(&mut self) -> bool {
+        match self {
+            Self::Single(c) => c.check_connection(),
+            Self::Cluster(c, _) => c.check_connection(),
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        match self {
+            Self::Single(c) => c.is_open(),
+            Self::Cluster(c, _) => c.is_open(),
+        }
+    }
+}
+
+/// Where the scenarios run: one server, or a cluster of 3 masters with a replica each.
+pub enum Backend {
+    Single(RedisServer),
+    Cluster(RedisCluster),
+}
+
+impl Backend {
+    /// The URL the agents get: the server's, or the first seed node's.
+    pub fn url(&self) -> String {
+        match self {
+            Self::Single(server) => server.url(),
+            Self::Cluster(cluster) => cluster.seed_urls()[0].clone(),
+        }
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Self::Cluster(_))
+    }
+
+    pub fn try_connect(&self) -> Result<Connection, String> {
+        match self {
+            Self::Single(server) => server.try_connect().map(Connection::Single),
+            Self::Cluster(cluster) => redis::cluster::ClusterClient::new(cluster.seed_urls())
+                .and_then(|c| c.get_connection())
+                .map(|c| Connection::Cluster(Box::new(c), cluster.seed_urls()))
+                .map_err(|e| format!("cluster connection: {e}")),
+        }
+    }
+}
+
+/// Starts a cluster of 3 masters and 3 replicas, its nodes' files under `logs`.
+pub fn start_cluster() -> Result<RedisCluster, String> {
+    RedisCluster::builder().masters(3).replicas(1).try_start()
+}
 
 /// Starts `redis-server` without persistence, its files in a fresh directory under `logs`
 /// (removed when the server is dropped).
@@ -44,8 +133,28 @@ pub fn all_keys(con: &mut Connection) -> Result<Vec<String>, String> {
     Ok(keys)
 }
 
-/// `PUBSUB NUMSUB channel`.
+/// `PUBSUB NUMSUB channel`; on a cluster, the subscribers of every node, classic
+/// (`NUMSUB`, per node) and sharded (`SHARDNUMSUB`, on the slot's master) alike.
 pub fn numsub(con: &mut Connection, channel: &str) -> Result<i64, String> {
+    if let Connection::Cluster(_, nodes) = con {
+        let mut total = 0;
+        for url in nodes.iter() {
+            let mut node = redis::Client::open(url.as_str())
+                .and_then(|c| c.get_connection())
+                .map_err(|e| format!("{url}: {e}"))?;
+            for verb in ["NUMSUB", "SHARDNUMSUB"] {
+                let reply: Vec<Value> = redis::cmd("PUBSUB")
+                    .arg(verb)
+                    .arg(channel)
+                    .query(&mut node)
+                    .map_err(|e| format!("{url}: PUBSUB {verb}: {e}"))?;
+                if let Some(Value::Int(n)) = reply.get(1) {
+                    total += n;
+                }
+            }
+        }
+        return Ok(total);
+    }
     let reply: Vec<Value> = query(con, redis::cmd("PUBSUB").arg("NUMSUB").arg(channel))?;
     match reply.get(1) {
         Some(Value::Int(n)) => Ok(*n),

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use redis::Connection;
+use crate::server::Connection;
 use serde_json::{Value, json};
 
 use super::*;
