@@ -25,6 +25,7 @@
 //! `scripts/bench` builds the agents and this binary first; the binary compiles nothing.
 
 mod ceiling;
+mod cluster;
 mod composed;
 mod drive;
 mod env;
@@ -91,7 +92,7 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
         ..Report::default()
     };
     step("warm-up", || scenarios::warm_up(env)).map_err(|e| format!("warm-up: {e}"))?;
-    let plan: [(&str, Step); 9] = [
+    let plan: [(&str, Step); 10] = [
         ("S1", scenarios::s1),
         ("S2", scenarios::s2),
         ("S3", |e, r, _| scenarios::s3(e, r)),
@@ -101,6 +102,7 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
         ("S8", |e, r, _| scenarios::s8(e, r)),
         ("S9", |e, r, _| scenarios::s9(e, r)),
         ("S10", |e, r, _| composed::s10(e, r)),
+        ("S11", |e, r, _| cluster::s11(e, r)),
     ];
     for (id, f) in plan {
         if !env.options.runs(id) {
@@ -511,4 +513,5 @@ tasks on one semaphore of 1 permit (`RSemaphore` in Redisson, `Semaphore` here).
 size, each task on keys of its own (Redisson's `RFencedLock`, `RSpinLock`, `RNonReentrantLock`).
 - **S10** Rust only, in this process (one client, 8 tasks on keys of their own): `Lock`, `TokenLock` \
 (not a Redisson structure) and a `MultiLock` of three `Lock`s, acquire+release pairs/s side by side.
+- **S11** Redis Cluster: a cluster of 3 masters of its own, one Rust and one Java agent with `--mode cluster --pubsub auto` (sharded on Redis 7); `bench` of kind `lock` at the S2 64- and 512-task sizes on distinct keys (spread over the slots), and the S3 size on one key (pair p50); the scripts each master served (`cmdstat_evalsha` + `cmdstat_eval`) show the spread. The single-server figures of the same sizes are S2's.
 ";

@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use interop_scenarios::agent::Impl;
-use interop_scenarios::server::numsub;
 use redis::Connection;
 use serde_json::json;
 
@@ -305,5 +304,20 @@ pub fn channel(name: &str) -> String {
         format!("redisson_lock__channel:{name}")
     } else {
         format!("redisson_lock__channel:{{{name}}}")
+    }
+}
+
+/// `PUBSUB NUMSUB channel` on the bench's single server.
+fn numsub(con: &mut Connection, channel: &str) -> Result<i64> {
+    let reply: Vec<redis::Value> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(con)
+        .map_err(|e| Error::Failed(format!("PUBSUB NUMSUB {channel}: {e}")))?;
+    match reply.get(1) {
+        Some(redis::Value::Int(n)) => Ok(*n),
+        other => Err(Error::Failed(format!(
+            "PUBSUB NUMSUB {channel}: unexpected reply {other:?}"
+        ))),
     }
 }
