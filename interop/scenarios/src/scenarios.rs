@@ -1621,9 +1621,35 @@ fn run_stress(
         }
     }
     let mut sections = Vec::new();
-    for (agent, w, id) in pending {
+    let unanswered: Vec<(String, &'static str, u64, u64)> = pending
+        .iter()
+        .map(|(a, w, id)| (a.label.clone(), w.kind, w.owner, *id))
+        .collect();
+    for (agent, w, id) in pending.iter().copied() {
         let (kind, o) = (w.kind, w.owner);
-        let reply = agent.wait(id, Duration::from_secs(300))?;
+        let reply = match agent.wait(id, Duration::from_secs(300)) {
+            Ok(reply) => reply,
+            Err(e) => {
+                // What Redis holds and who is still waiting, to tell a lost wake-up from a
+                // stuck holder.
+                let state = key_state(con, name)
+                    .map(|s| format!("{s:?}"))
+                    .unwrap_or_else(|e| e);
+                let waiting: Vec<String> = unanswered
+                    .iter()
+                    .filter(|(label, _, _, rid)| {
+                        agents
+                            .iter()
+                            .find(|a| a.label == *label)
+                            .is_some_and(|a| a.poll(*rid).is_none())
+                    })
+                    .map(|(label, k, o, _)| format!("{label} {k} owner {o}"))
+                    .collect();
+                return Err(format!(
+                    "{e}; {name} holds {state}; still unanswered: {waiting:?}"
+                ));
+            }
+        };
         ensure!(
             reply["ok"] == true,
             "{} {kind} owner {o}: stress failed: {reply}",
