@@ -81,23 +81,57 @@ impl Ctx {
             .expect("a node of the cluster")
     }
 
-    /// The replica of the master serving `key` (asked of that master: `ROLE`).
+    /// Waits (up to 10 s) until `replica` has everything `master` wrote so far (its replication
+    /// offset reached the master's).
+    fn wait_synced(&self, master: ClusterNode, replica: ClusterNode) {
+        let field = |index: usize, name: &str| -> i64 {
+            let mut con = self.cluster.server(index).connect();
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut con)
+                .unwrap();
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}:")))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(-1)
+        };
+        let target = field(master.index, "master_repl_offset");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while field(replica.index, "slave_repl_offset") < target {
+            assert!(
+                Instant::now() < deadline,
+                "replica {} never caught up",
+                replica.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The replica of the master serving `key` (asked of that master: `ROLE`), waiting up to
+    /// 10 s for one to be attached (right after the cluster started, or after a node rejoined).
     fn replica_of(&self, key: &str) -> ClusterNode {
         let master = self.cluster.node_for_key(key);
         let mut con = self.cluster.server(master.index).connect();
-        let role: Vec<Value> = redis::cmd("ROLE").query(&mut con).unwrap();
-        let Some(Value::Array(replicas)) = role.get(2) else {
-            panic!("ROLE of {}: {role:?}", master.port);
-        };
-        for replica in replicas {
-            if let Value::Array(fields) = replica
-                && let Some(Value::BulkString(port)) = fields.get(1)
-            {
-                let port: u16 = String::from_utf8_lossy(port).parse().unwrap();
-                return self.cluster.node(self.index_of(port));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let role: Vec<Value> = redis::cmd("ROLE").query(&mut con).unwrap();
+            if let Some(Value::Array(replicas)) = role.get(2) {
+                for replica in replicas {
+                    if let Value::Array(fields) = replica
+                        && let Some(Value::BulkString(port)) = fields.get(1)
+                    {
+                        let port: u16 = String::from_utf8_lossy(port).parse().unwrap();
+                        return self.cluster.node(self.index_of(port));
+                    }
+                }
             }
+            assert!(
+                Instant::now() < deadline,
+                "master {} has no replica: {role:?}",
+                master.port
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("master {} has no replica: {role:?}", master.port);
     }
 }
 
@@ -816,6 +850,138 @@ fn node_role(cluster: &RedisCluster, index: usize) -> Option<String> {
     }
 }
 
+/// `SCRIPT FLUSH` on every node (as after a failover to a node that never ran them, or a new
+/// node): every script is loaded again where it is needed, on `NOSCRIPT`, and nothing fails.
+fn flushed_scripts_are_loaded_again(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        let client = ctx
+            .client(
+                PubSubMode::Auto,
+                Duration::from_secs(30),
+                Duration::from_secs(1),
+            )
+            .await;
+        let names = ctx.names_on_every_master(&unique_name("noscript"));
+        for (name, _) in &names {
+            client
+                .lock(name.clone())
+                .lock()
+                .await
+                .unwrap()
+                .unlock()
+                .await
+                .unwrap();
+        }
+        for node in ctx.cluster.nodes() {
+            let mut con = ctx.cluster.server(node.index).connect();
+            let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+        }
+        for (name, _) in &names {
+            let fair = client.fair_lock(format!("{name}:fair"));
+            fair.lock().await.unwrap().unlock().await.unwrap();
+            let guard = client.lock(name.clone()).lock().await.unwrap();
+            guard.unlock().await.unwrap();
+        }
+        client.shutdown().await;
+    })
+}
+
+/// A fair-lock waiter gives up while the master of its slot is dead: its give-up cleanup
+/// (leaving the queue) cannot run then, and must run once the slot is served again, by the
+/// promoted replica: no queue entry or deadline is left behind, and the holder, whose hold
+/// was replicated, keeps the lock and releases it.
+fn a_give_up_during_a_failover_is_cleaned_up_after_it(
+    ctx: &mut Ctx,
+) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        let watchdog = Duration::from_secs(10);
+        let holder = ctx
+            .client(PubSubMode::Auto, watchdog, Duration::from_secs(1))
+            .await;
+        let waiter = ctx
+            .client(PubSubMode::Auto, watchdog, Duration::from_secs(1))
+            .await;
+        let mut raw = ctx.raw().await;
+        let name = format!("{{{}}}", unique_name("giveup"));
+        let queue = format!("redisson_lock_queue:{name}");
+        let timeouts = format!("redisson_lock_timeout:{name}");
+        let master = ctx.cluster.node_for_key(&name);
+        let replica = ctx.replica_of(&name);
+        let guard = holder.fair_lock(name.clone()).lock().await.unwrap();
+        let lock = waiter.fair_lock(name.clone());
+        let attempt = tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(2)).await });
+        // The waiter is queued (and replicated) before the master dies.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let len: i64 = redis::cmd("LLEN")
+                .arg(&queue)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            if len == 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the waiter never queued");
+            sleep(ms(20)).await;
+        }
+        ctx.wait_synced(master, replica);
+        ctx.cluster.stop(master.index);
+        let killed = Instant::now();
+        let given_up = timeout(Duration::from_secs(30), attempt)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!matches!(given_up, Ok(Some(_))), "{given_up:?}");
+        let gave_up_after = killed.elapsed();
+        // Once the replica serves the slot, the queue and deadlines are gone.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let left = loop {
+            let served = ctx.cluster.node_for_key(&name).port == replica.port;
+            if served {
+                let q: i64 = redis::cmd("LLEN")
+                    .arg(&queue)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap_or(-1);
+                let t: i64 = redis::cmd("ZCARD")
+                    .arg(&timeouts)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap_or(-1);
+                if q == 0 && t == 0 {
+                    break (q, t);
+                }
+            }
+            if Instant::now() > deadline {
+                break (-2, -2);
+            }
+            sleep(ms(100)).await;
+        };
+        assert_eq!(
+            left,
+            (0, 0),
+            "queue and deadlines left behind after the failover"
+        );
+        eprintln!(
+            "master {} killed; the waiter gave up {gave_up_after:?} later ({given_up:?}); queue \
+             and deadlines gone {:?} after the kill",
+            master.port,
+            killed.elapsed()
+        );
+        let unlocked = guard.unlock().await;
+        assert!(
+            unlocked.is_ok(),
+            "the holder's unlock after the failover: {unlocked:?}"
+        );
+        assert_eq!(pttl(&mut raw, &name).await, -2);
+        holder.shutdown().await;
+        waiter.shutdown().await;
+        ctx.cluster.restart(master.index);
+        // Let the old master rejoin as a replica before the next test picks its nodes.
+        sleep(Duration::from_secs(2)).await;
+    })
+}
+
 /// The master of a held lock's slot is killed (SIGKILL) before its replica had the lock (the
 /// replica was paused while the lock was taken: asynchronous replication loses the write), and
 /// the replica is promoted: the lock is gone on the new master, and the holder's guard reports
@@ -893,6 +1059,14 @@ const TESTS: &[(&str, TestFn)] = &[
     (
         "slot_migration_is_transparent",
         slot_migration_is_transparent,
+    ),
+    (
+        "flushed_scripts_are_loaded_again",
+        flushed_scripts_are_loaded_again,
+    ),
+    (
+        "a_give_up_during_a_failover_is_cleaned_up_after_it",
+        a_give_up_during_a_failover_is_cleaned_up_after_it,
     ),
     (
         "a_killed_master_loses_an_unreplicated_lock_and_the_guard_says_so",

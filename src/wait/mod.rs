@@ -317,6 +317,7 @@ impl<A: Acquire> Waiter<A> {
         let call = async move { acq.resolve(pending).await };
         let finish = {
             let acq = self.acq.clone();
+            let shared = self.shared.clone();
             let cleanup = self.cleanup_after();
             move |resolved: Result<Option<A::Grant>>| async move {
                 if let Ok(Some(grant)) = resolved {
@@ -324,7 +325,7 @@ impl<A: Acquire> Waiter<A> {
                     acq.undo(grant).await;
                 }
                 if let Some(wait) = cleanup {
-                    run_give_up(&*acq, wait).await;
+                    run_give_up(&shared, &*acq, wait).await;
                 }
             }
         };
@@ -352,6 +353,7 @@ impl<A: Acquire> Waiter<A> {
         &self,
     ) -> impl FnOnce(Step<A::Grant, A::Pending>) -> BoxFuture<'static, ()> + Send + 'static {
         let acq = self.acq.clone();
+        let shared = self.shared.clone();
         let cleanup = self.cleanup_after();
         move |step| {
             Box::pin(async move {
@@ -370,7 +372,7 @@ impl<A: Acquire> Waiter<A> {
                     Step::Busy(_) | Step::Failed(_) => {}
                 }
                 if let Some(wait) = cleanup {
-                    run_give_up(&*acq, wait).await;
+                    run_give_up(&shared, &*acq, wait).await;
                 }
             })
         }
@@ -485,17 +487,55 @@ impl<A: Acquire> Waiter<A> {
     }
 }
 
-/// Runs the give-up cleanup once, in a `give_up` span, logging a failure.
-async fn run_give_up<A: Acquire>(acq: &A, wait: Option<Duration>) {
-    let Some(cleanup) = acq.give_up(wait) else {
-        return;
-    };
+/// Pauses between tries of a give-up cleanup that failed transiently (Redis unreachable, the
+/// slot's master down during a failover): about a minute in all, which covers a cluster or
+/// Sentinel failover; a waiter left at the head of a fair queue would otherwise block the
+/// lock for its whole slot (`fair_wait_timeout`, 5 minutes by default).
+const GIVE_UP_RETRIES: [Duration; 10] = [
+    Duration::from_millis(100),
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+    Duration::from_secs(12),
+    Duration::from_secs(15),
+    Duration::from_secs(15),
+];
+
+/// Runs the give-up cleanup in a `give_up` span: again after a transient failure (the cleanup
+/// is idempotent), until it succeeds, fails otherwise, the retries run out or the client shuts
+/// down; a cleanup that never ran leaves what ages out with the waiter's slot.
+async fn run_give_up<A: Acquire>(shared: &Shared, acq: &A, wait: Option<Duration>) {
     let span = acq.subject().give_up_span();
     async {
-        match cleanup.await {
-            Ok(()) => tracing::debug!("waiter left; cleaned up"),
-            Err(e) => {
-                tracing::warn!(error = %e, "give-up cleanup failed; what the waiter left ages out");
+        let mut pauses = GIVE_UP_RETRIES.iter();
+        loop {
+            let Some(cleanup) = acq.give_up(wait) else {
+                return;
+            };
+            let e = match cleanup.await {
+                Ok(()) => {
+                    tracing::debug!("waiter left; cleaned up");
+                    return;
+                }
+                Err(e) => e,
+            };
+            let pause = match pauses.next() {
+                Some(pause) if e.is_transient() && !shared.tasks.is_shut_down() => *pause,
+                _ => {
+                    tracing::warn!(error = %e, "give-up cleanup failed; what the waiter left ages out");
+                    return;
+                }
+            };
+            tracing::debug!(error = %e, ?pause, "give-up cleanup failed; trying again");
+            tokio::select! {
+                () = shared.tasks.shutdown_signal() => {
+                    tracing::warn!(error = %e, "give-up cleanup failed at shutdown; what the waiter left ages out");
+                    return;
+                }
+                () = tokio::time::sleep(pause) => {}
             }
         }
     }
@@ -546,8 +586,9 @@ impl<A: Acquire> GiveUp<A> {
     /// background), and reports "not acquired".
     async fn finish(this: Option<Self>, waiter: &Waiter<A>) -> Result<Option<A::Grant>> {
         if let Some((shared, acq, wait, token)) = this.and_then(|mut this| this.armed.take()) {
+            let shared_for_cleanup = shared.clone();
             let cleanup = async move {
-                run_give_up(&*acq, wait).await;
+                run_give_up(&shared_for_cleanup, &*acq, wait).await;
                 drop(token);
             };
             let grace = match waiter.deadline {
@@ -566,8 +607,9 @@ impl<A: Acquire> GiveUp<A> {
 impl<A: Acquire> Drop for GiveUp<A> {
     fn drop(&mut self) {
         if let Some((shared, acq, wait, token)) = self.armed.take() {
-            drop(shared.tasks.spawn(async move {
-                run_give_up(&*acq, wait).await;
+            let spawner = shared.clone();
+            drop(spawner.tasks.spawn(async move {
+                run_give_up(&shared, &*acq, wait).await;
                 drop(token);
             }));
         }
