@@ -261,6 +261,7 @@ impl ClientBuilder {
     ///     .pubsub(PubSubMode::Auto) // as Redisson's default shardedSubscriptionMode
     ///     .connect()
     ///     .await?;
+    /// client.shutdown().await;
     /// # Ok(())
     /// # }
     /// ```

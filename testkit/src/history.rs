@@ -20,7 +20,8 @@
 //! `L` is granted at `t` while another holder's `E` covers `t` (and their kinds conflict), the
 //! overlap is **expected** when one of these holds, in this order:
 //!
-//! 1. `wiped`: a restart without persistence happened in `[E.acquired_ns, t]`;
+//! 1. `wiped`: a restart without persistence, or (in a cluster) a master killed before its
+//!    replica was promoted, happened in `[E.acquired_ns, t]`;
 //! 2. `signalled`: the crate's lost signal fired for `E` at or before `t`;
 //! 3. `lease`: during `[E.acquired_ns, t]`, `E`'s renewals could not reach Redis (its process
 //!    stopped, its link frozen, black-holed or reset, Redis stalled or down) for one stretch of
@@ -120,11 +121,16 @@ pub enum FaultClass {
     RestartAof,
     /// Redis killed and restarted with its data gone.
     RestartWiped,
+    /// Redis Cluster: `CLUSTER FAILOVER` on a replica (a manual failover, no data lost).
+    Failover,
+    /// Redis Cluster: a master killed (SIGKILL) and its replica promoted; what the replica had
+    /// not received yet is lost.
+    MasterKill,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 12] = [
         Self::Pause,
         Self::LinkDelay,
         Self::LinkFreeze,
@@ -135,6 +141,8 @@ impl FaultClass {
         Self::KillPubsub,
         Self::RestartAof,
         Self::RestartWiped,
+        Self::Failover,
+        Self::MasterKill,
     ];
 
     /// A short name for tables and logs.
@@ -150,6 +158,8 @@ impl FaultClass {
             Self::KillPubsub => "kill-pubsub",
             Self::RestartAof => "restart-aof",
             Self::RestartWiped => "restart-wiped",
+            Self::Failover => "cluster-failover",
+            Self::MasterKill => "master-kill",
         }
     }
 
@@ -165,9 +175,12 @@ impl FaultClass {
             Self::Pause | Self::LinkFreeze | Self::LinkBlackhole | Self::LinkReset => {
                 target == Some(process)
             }
-            Self::ClientPauseWrite | Self::DebugSleep | Self::RestartAof | Self::RestartWiped => {
-                true
-            }
+            Self::ClientPauseWrite
+            | Self::DebugSleep
+            | Self::RestartAof
+            | Self::RestartWiped
+            | Self::Failover
+            | Self::MasterKill => true,
             // A delay shorter than a renewal period only shifts renewals; a killed
             // subscription does not touch them.
             Self::LinkDelay | Self::KillPubsub => false,
@@ -532,9 +545,9 @@ fn push_overlap(
 }
 
 fn wiped_between(faults: &[Fault], from: u64, to: u64) -> bool {
-    faults
-        .iter()
-        .any(|f| f.class == FaultClass::RestartWiped && f.overlaps(from, to))
+    faults.iter().any(|f| {
+        matches!(f.class, FaultClass::RestartWiped | FaultClass::MasterKill) && f.overlaps(from, to)
+    })
 }
 
 /// The longest single stretch within `[from, to]` during which some fault kept `process`'s

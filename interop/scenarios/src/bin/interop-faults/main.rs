@@ -31,9 +31,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use interop_scenarios::agent::{Agent, Impl};
+use interop_scenarios::server::Connection;
 use serde_json::{Value, json};
 use testkit::history::{self, Access, Fault, FaultClass, Hold, Params};
-use testkit::{FaultProxy, RedisServer};
+use testkit::{FaultProxy, RedisCluster, RedisServer};
 
 use rng::Rng;
 
@@ -65,6 +66,8 @@ struct Options {
     root: PathBuf,
     /// Judge the run recorded in this directory again instead of running one.
     recheck: Option<PathBuf>,
+    /// Run on a Redis Cluster (3 masters, 3 replicas) instead of one server.
+    cluster: bool,
     seed: u64,
     duration: Duration,
     slice: Duration,
@@ -76,6 +79,7 @@ impl Options {
         let mut options = Self {
             root: std::env::current_dir().map_err(|e| e.to_string())?,
             recheck: None,
+            cluster: false,
             seed: 1,
             duration: Duration::from_secs(120),
             slice: Duration::from_secs(8),
@@ -86,6 +90,13 @@ impl Options {
             match arg.as_str() {
                 "--root" => options.root = PathBuf::from(value()?),
                 "--recheck" => options.recheck = Some(PathBuf::from(value()?)),
+                "--mode" => {
+                    options.cluster = match value()?.as_str() {
+                        "cluster" => true,
+                        "single" => false,
+                        other => return Err(format!("--mode single|cluster, not {other:?}")),
+                    }
+                }
                 "--seed" => options.seed = number(&arg, &value()?)?,
                 "--duration" => options.duration = Duration::from_secs(number(&arg, &value()?)?),
                 "--slice" => options.slice = Duration::from_secs(number(&arg, &value()?)?),
@@ -112,7 +123,7 @@ fn main() -> ExitCode {
             eprintln!("interop-faults: {message}");
             eprintln!(
                 "usage: interop-faults [--root DIR] [--seed N] [--duration SECS] [--slice SECS] \
-                 [--redisson VERSION] | --recheck DIR"
+                 [--redisson VERSION] [--mode single|cluster] | --recheck DIR"
             );
             return ExitCode::from(2);
         }
@@ -235,23 +246,37 @@ fn access(kind: &str) -> Access {
 }
 
 fn run(options: &Options) -> Result<bool, String> {
-    let out = options
-        .root
-        .join("target/faults")
-        .join(format!("seed-{}", options.seed));
+    let out = options.root.join("target/faults").join(format!(
+        "{}seed-{}",
+        if options.cluster { "cluster-" } else { "" },
+        options.seed
+    ));
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let server = RedisServer::builder()
-        .dir_in(&out)
-        .args(&["--appendonly", "yes", "--appendfsync", "always"])
-        .try_start()?;
+    // One server behind a proxy per agent, or a cluster the agents reach directly.
+    let mut server = None;
+    let mut cluster = None;
     let mut proxies = Vec::new();
+    if options.cluster {
+        cluster = Some(RedisCluster::builder().masters(3).replicas(1).try_start()?);
+    } else {
+        server = Some(
+            RedisServer::builder()
+                .dir_in(&out)
+                .args(&["--appendonly", "yes", "--appendfsync", "always"])
+                .try_start()?,
+        );
+    }
+    let redis_url = match (&server, &cluster) {
+        (Some(server), _) => server.url(),
+        (_, Some(cluster)) => cluster.seed_urls()[0].clone(),
+        _ => unreachable!("a server or a cluster"),
+    };
     let mut agents = Vec::new();
     for (i, imp) in [Impl::Rust, Impl::Rust, Impl::Java, Impl::Java]
         .into_iter()
         .enumerate()
     {
-        let proxy = FaultProxy::start(server.addr());
         let n = i % 2 + 1;
         let mut extra = vec![
             "--watchdog-ms".to_string(),
@@ -262,16 +287,32 @@ fn run(options: &Options) -> Result<bool, String> {
         if imp == Impl::Java {
             extra.extend(["--redisson".to_string(), options.redisson.clone()]);
         }
+        let url = match &server {
+            Some(server) => {
+                let proxy = FaultProxy::start(server.addr());
+                let url = proxy.url();
+                proxies.push(proxy);
+                url
+            }
+            None => {
+                extra.extend([
+                    "--mode".into(),
+                    "cluster".into(),
+                    "--pubsub".into(),
+                    "auto".into(),
+                ]);
+                redis_url.clone()
+            }
+        };
         let log = out.join(format!("agent-{imp}-{n}.log"));
         agents.push(Agent::start(
             &options.root,
             imp,
             format!("{imp}#{n}"),
-            &proxy.url(),
+            &url,
             &extra,
             &log,
         )?);
-        proxies.push(proxy);
     }
     let prefix = format!("faults:{}", options.seed);
     let name_of = |kind: &str| format!("{prefix}:{kind}");
@@ -281,13 +322,17 @@ fn run(options: &Options) -> Result<bool, String> {
     ];
     reseed(&agents[0], &semaphores)?;
     println!(
-        "fault suite: seed {} | {} s, a kind every {} s | redis {} (AOF always) | rust agent {} | \
+        "fault suite: seed {} | {} s, a kind every {} s | redis {} | rust agent {} | \
          java agent: Redisson {} | watchdog {WATCHDOG_MS} ms, fair wait {FAIR_WAIT_MS} ms | \
          output in {}",
         options.seed,
         options.duration.as_secs(),
         options.slice.as_secs(),
-        server.url(),
+        if options.cluster {
+            format!("cluster of 3 masters and 3 replicas, seed {redis_url}, pub/sub auto")
+        } else {
+            format!("{redis_url} (AOF always)")
+        },
         agents[0].version,
         agents[2].version,
         out.strip_prefix(&options.root).unwrap_or(&out).display()
@@ -295,16 +340,24 @@ fn run(options: &Options) -> Result<bool, String> {
 
     let started = Instant::now();
     let deadline = started + options.duration;
-    let server = Mutex::new(server);
+    let server = server.map(Mutex::new);
+    let cluster = cluster.map(Mutex::new);
     let stop = AtomicBool::new(false);
     let fault_log =
         Mutex::new(std::fs::File::create(out.join("faults.jsonl")).map_err(|e| e.to_string())?);
     let (faults, logs) = thread::scope(|scope| {
         let nemesis = scope.spawn(|| {
+            let topology = match (&server, &cluster) {
+                (Some(server), _) => nemesis::Topology::Single {
+                    server,
+                    proxies: &proxies,
+                },
+                (_, Some(cluster)) => nemesis::Topology::Cluster(cluster),
+                _ => unreachable!("a server or a cluster"),
+            };
             let targets = nemesis::Targets {
-                server: &server,
+                topology,
                 agents: &agents,
-                proxies: &proxies,
                 semaphores: &semaphores,
             };
             nemesis::run(&targets, options.seed, deadline, &stop, &mut |fault| {
@@ -335,9 +388,25 @@ fn run(options: &Options) -> Result<bool, String> {
     let holds: Vec<Hold> = logs.iter().flat_map(|l| l.holds.iter().cloned()).collect();
     write_holds(&out.join("holds.jsonl"), &holds)?;
     let report = history::check(&holds, &faults, &params());
-    let server = server.into_inner().unwrap();
-    let wiped = faults.iter().any(|f| f.class == FaultClass::RestartWiped);
-    let leftovers = final_state(&server, &prefix, &semaphores, wiped)?;
+    let wiped = faults
+        .iter()
+        .any(|f| matches!(f.class, FaultClass::RestartWiped | FaultClass::MasterKill));
+    let con = match (server.map(|s| s.into_inner().unwrap()), &cluster) {
+        (Some(server), _) => {
+            let con = server.try_connect()?;
+            (Some(server), Connection::Single(con))
+        }
+        (None, Some(cluster)) => {
+            let seeds = cluster.lock().unwrap().seed_urls();
+            let con = redis::cluster::ClusterClient::new(seeds.clone())
+                .and_then(|c| c.get_connection())
+                .map_err(|e| format!("cluster connection: {e}"))?;
+            (None, Connection::Cluster(Box::new(con), seeds))
+        }
+        _ => unreachable!("a server or a cluster"),
+    };
+    let (_server, mut con) = con;
+    let leftovers = final_state(&mut con, &prefix, &semaphores, wiped)?;
 
     let mut text = String::new();
     let _ = writeln!(
@@ -517,12 +586,11 @@ fn write_holds(path: &Path, holds: &[Hold]) -> Result<(), String> {
 /// fenced token counter and the semaphores' permit counts (back at [`PERMITS`] unless a wipe
 /// lost them), after at most a fair-wait slot plus a lease for what expires on its own.
 fn final_state(
-    server: &RedisServer,
+    con: &mut Connection,
     prefix: &str,
     semaphores: &[(&'static str, String, u32)],
     wiped: bool,
 ) -> Result<Vec<String>, String> {
-    let mut con = server.try_connect()?;
     let allowed = |key: &str| {
         key.starts_with(&format!("{prefix}:counter:"))
             || key == format!("redisson_lock_token:{{{prefix}:fenced}}")
@@ -534,7 +602,7 @@ fn final_state(
     loop {
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg("*")
-            .query(&mut con)
+            .query(con)
             .map_err(|e| format!("KEYS: {e}"))?;
         left = keys.into_iter().filter(|k| !allowed(k)).collect();
         if left.is_empty() || Instant::now() >= until {
@@ -544,16 +612,13 @@ fn final_state(
     }
     let mut leftovers: Vec<String> = Vec::new();
     for key in left {
-        let kind: String = redis::cmd("TYPE")
-            .arg(&key)
-            .query(&mut con)
-            .unwrap_or_default();
-        let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap_or(-2);
+        let kind: String = redis::cmd("TYPE").arg(&key).query(con).unwrap_or_default();
+        let pttl: i64 = redis::cmd("PTTL").arg(&key).query(con).unwrap_or(-2);
         leftovers.push(format!("{key} ({kind}, pttl {pttl})"));
     }
     let mut permits = BTreeMap::new();
     for (_, name, expected) in semaphores {
-        let value: Option<String> = redis::cmd("GET").arg(name).query(&mut con).ok().flatten();
+        let value: Option<String> = redis::cmd("GET").arg(name).query(con).ok().flatten();
         permits.insert(name.clone(), (value, *expected));
     }
     for (name, (value, expected)) in permits {

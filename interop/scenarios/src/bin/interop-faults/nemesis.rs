@@ -9,19 +9,32 @@ use std::time::{Duration, Instant};
 
 use interop_scenarios::agent::Agent;
 use testkit::history::{Fault, FaultClass};
-use testkit::{FaultProxy, Mode, RedisServer};
+use testkit::{FaultProxy, Mode, RedisCluster, RedisServer};
 
 use crate::rng::Rng;
 use crate::{now_ns, reseed};
 
-/// Relative weights of the fault classes, in [`FaultClass::ALL`] order.
-const WEIGHTS: [u64; 10] = [3, 2, 2, 1, 2, 2, 2, 3, 1, 1];
+/// Relative weights of the fault classes, in [`FaultClass::ALL`] order, on one server (every
+/// agent behind a proxy of its own)...
+const WEIGHTS: [u64; 12] = [3, 2, 2, 1, 2, 2, 2, 3, 1, 1, 0, 0];
+/// ...and on a cluster (the agents reach the nodes directly: no link faults; no restarts, but
+/// failovers, manual and by a killed master).
+const CLUSTER_WEIGHTS: [u64; 12] = [3, 0, 0, 0, 0, 2, 0, 3, 0, 0, 2, 1];
+
+/// What the nemesis can hit besides the agents.
+pub enum Topology<'a> {
+    /// One server, and one proxy per agent (in agent order).
+    Single {
+        server: &'a Mutex<RedisServer>,
+        proxies: &'a [FaultProxy],
+    },
+    Cluster(&'a Mutex<RedisCluster>),
+}
 
 /// Everything the nemesis can hit.
 pub struct Targets<'a> {
-    pub server: &'a Mutex<RedisServer>,
+    pub topology: Topology<'a>,
     pub agents: &'a [Agent],
-    pub proxies: &'a [FaultProxy],
     /// The `*_try_set` op, name and permits of each semaphore, to set again after a wipe
     /// (as an application would).
     pub semaphores: &'a [(&'static str, String, u32)],
@@ -47,7 +60,11 @@ pub fn run(
         if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
             break;
         }
-        let class = FaultClass::ALL[rng.weighted(&WEIGHTS)];
+        let weights = match targets.topology {
+            Topology::Single { .. } => &WEIGHTS,
+            Topology::Cluster(_) => &CLUSTER_WEIGHTS,
+        };
+        let class = FaultClass::ALL[rng.weighted(weights)];
         match inject(targets, class, &mut rng) {
             Ok(fault) => {
                 log(&fault);
@@ -67,10 +84,40 @@ fn sleep_until_stop(d: Duration, stop: &AtomicBool) {
 }
 
 fn inject(targets: &Targets<'_>, class: FaultClass, rng: &mut Rng) -> Result<Fault, String> {
-    let ms = |rng: &mut Rng, lo, hi| Duration::from_millis(rng.range(lo, hi));
+    match targets.topology {
+        Topology::Single { server, proxies } => inject_single(targets, server, proxies, class, rng),
+        Topology::Cluster(cluster) => inject_cluster(targets, cluster, class, rng),
+    }
+}
+
+fn ms(rng: &mut Rng, lo: u64, hi: u64) -> Duration {
+    Duration::from_millis(rng.range(lo, hi))
+}
+
+/// SIGSTOP .. SIGCONT of one agent.
+fn pause(targets: &Targets<'_>, agent: usize, rng: &mut Rng) -> Result<Fault, String> {
+    let d = ms(rng, 300, 4000);
+    let start_ns = now_ns();
+    targets.agents[agent].pause()?;
+    thread::sleep(d);
+    targets.agents[agent].resume()?;
+    Ok(fault(
+        FaultClass::Pause,
+        Some(targets.agents[agent].label.clone()),
+        start_ns,
+    ))
+}
+
+fn inject_single(
+    targets: &Targets<'_>,
+    server: &Mutex<RedisServer>,
+    proxies: &[FaultProxy],
+    class: FaultClass,
+    rng: &mut Rng,
+) -> Result<Fault, String> {
     let agent = rng.below(targets.agents.len() as u64) as usize;
     let label = targets.agents[agent].label.clone();
-    let proxy = &targets.proxies[agent];
+    let proxy = &proxies[agent];
     let link = |mode: Mode, d: Duration| -> Fault {
         let start_ns = now_ns();
         proxy.set_mode(mode);
@@ -78,15 +125,12 @@ fn inject(targets: &Targets<'_>, class: FaultClass, rng: &mut Rng) -> Result<Fau
         proxy.set_mode(Mode::Pass);
         fault(class, Some(label.clone()), start_ns)
     };
+    let command = |args: &[&str]| -> Result<(), String> {
+        let mut con = server.lock().unwrap().try_connect()?;
+        send(&mut con, args)
+    };
     Ok(match class {
-        FaultClass::Pause => {
-            let d = ms(rng, 300, 4000);
-            let start_ns = now_ns();
-            targets.agents[agent].pause()?;
-            thread::sleep(d);
-            targets.agents[agent].resume()?;
-            fault(class, Some(label), start_ns)
-        }
+        FaultClass::Pause => pause(targets, agent, rng)?,
         FaultClass::LinkDelay => {
             let mode = Mode::Delay {
                 up: ms(rng, 0, 300),
@@ -100,10 +144,7 @@ fn inject(targets: &Targets<'_>, class: FaultClass, rng: &mut Rng) -> Result<Fau
         FaultClass::ClientPauseWrite => {
             let d = ms(rng, 200, 2500);
             let start_ns = now_ns();
-            command(
-                targets,
-                &["CLIENT", "PAUSE", &d.as_millis().to_string(), "WRITE"],
-            )?;
+            command(&["CLIENT", "PAUSE", &d.as_millis().to_string(), "WRITE"])?;
             thread::sleep(d);
             fault(class, None, start_ns)
         }
@@ -111,17 +152,17 @@ fn inject(targets: &Targets<'_>, class: FaultClass, rng: &mut Rng) -> Result<Fau
             let d = ms(rng, 200, 1500);
             let start_ns = now_ns();
             let seconds = format!("{:.3}", d.as_secs_f64());
-            command(targets, &["DEBUG", "SLEEP", &seconds])?;
+            command(&["DEBUG", "SLEEP", &seconds])?;
             fault(class, None, start_ns)
         }
         FaultClass::KillPubsub => {
             let start_ns = now_ns();
-            command(targets, &["CLIENT", "KILL", "TYPE", "pubsub"])?;
+            command(&["CLIENT", "KILL", "TYPE", "pubsub"])?;
             fault(class, None, start_ns)
         }
         FaultClass::RestartAof | FaultClass::RestartWiped => {
             let down = ms(rng, 100, 1500);
-            let mut server = targets.server.lock().unwrap();
+            let mut server = server.lock().unwrap();
             let start_ns = now_ns();
             server.stop();
             if class == FaultClass::RestartWiped {
@@ -138,7 +179,125 @@ fn inject(targets: &Targets<'_>, class: FaultClass, rng: &mut Rng) -> Result<Fau
             }
             fault
         }
+        FaultClass::Failover | FaultClass::MasterKill => {
+            return Err(format!("{} needs a cluster", class.name()));
+        }
     })
+}
+
+fn inject_cluster(
+    targets: &Targets<'_>,
+    cluster: &Mutex<RedisCluster>,
+    class: FaultClass,
+    rng: &mut Rng,
+) -> Result<Fault, String> {
+    let agent = rng.below(targets.agents.len() as u64) as usize;
+    Ok(match class {
+        FaultClass::Pause => pause(targets, agent, rng)?,
+        FaultClass::KillPubsub => {
+            let cluster = cluster.lock().unwrap();
+            let start_ns = now_ns();
+            for node in cluster.nodes() {
+                if let Ok(mut con) = cluster.server(node.index).try_connect() {
+                    let _ = send(&mut con, &["CLIENT", "KILL", "TYPE", "pubsub"]);
+                }
+            }
+            fault(class, None, start_ns)
+        }
+        FaultClass::ClientPauseWrite => {
+            let cluster = cluster.lock().unwrap();
+            let masters = masters(&cluster);
+            let node = masters[rng.below(masters.len() as u64) as usize];
+            let d = ms(rng, 200, 2500);
+            let start_ns = now_ns();
+            let mut con = cluster.server(node).try_connect()?;
+            send(
+                &mut con,
+                &["CLIENT", "PAUSE", &d.as_millis().to_string(), "WRITE"],
+            )?;
+            drop(cluster);
+            thread::sleep(d);
+            fault(class, None, start_ns)
+        }
+        FaultClass::Failover => {
+            let cluster = cluster.lock().unwrap();
+            let replicas: Vec<usize> = cluster
+                .nodes()
+                .iter()
+                .map(|n| n.index)
+                .filter(|&i| role(&cluster, i).as_deref() == Some("slave"))
+                .collect();
+            if replicas.is_empty() {
+                return Err("no replica to fail over to".into());
+            }
+            let replica = replicas[rng.below(replicas.len() as u64) as usize];
+            let start_ns = now_ns();
+            let mut con = cluster.server(replica).try_connect()?;
+            send(&mut con, &["CLUSTER", "FAILOVER"])?;
+            wait_for(Duration::from_secs(15), || {
+                role(&cluster, replica).as_deref() == Some("master")
+            });
+            fault(class, None, start_ns)
+        }
+        FaultClass::MasterKill => {
+            let mut cluster = cluster.lock().unwrap();
+            let masters = masters(&cluster);
+            let victim = masters[rng.below(masters.len() as u64) as usize];
+            let start_ns = now_ns();
+            cluster.stop(victim);
+            // A replica takes over after the node timeout (2 s) and an election.
+            wait_for(Duration::from_secs(20), || {
+                masters_up(&cluster) == masters.len()
+            });
+            cluster.restart(victim);
+            // The old master rejoins as a replica of its successor.
+            wait_for(Duration::from_secs(20), || {
+                role(&cluster, victim).as_deref() == Some("slave")
+            });
+            fault(class, None, start_ns)
+        }
+        other => return Err(format!("{} is not injected on a cluster", other.name())),
+    })
+}
+
+/// The nodes that are masters now.
+fn masters(cluster: &RedisCluster) -> Vec<usize> {
+    cluster
+        .nodes()
+        .iter()
+        .map(|n| n.index)
+        .filter(|&i| role(cluster, i).as_deref() == Some("master"))
+        .collect()
+}
+
+/// How many running nodes are masters with slots (the cluster serves every slot again when
+/// this is back to the number of shards).
+fn masters_up(cluster: &RedisCluster) -> usize {
+    cluster
+        .nodes()
+        .iter()
+        .filter(|n| cluster.server(n.index).is_running())
+        .filter(|n| role(cluster, n.index).as_deref() == Some("master"))
+        .count()
+}
+
+fn role(cluster: &RedisCluster, index: usize) -> Option<String> {
+    if !cluster.server(index).is_running() {
+        return None;
+    }
+    let mut con = cluster.server(index).try_connect().ok()?;
+    let reply: Vec<redis::Value> = redis::cmd("ROLE").query(&mut con).ok()?;
+    match reply.first() {
+        Some(redis::Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+        _ => None,
+    }
+}
+
+fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) {
+    let until = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < until && !done() {
+        thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn fault(class: FaultClass, target: Option<String>, start_ns: u64) -> Fault {
@@ -158,14 +317,13 @@ fn remove_dir(dir: &PathBuf) -> Result<(), String> {
     }
 }
 
-/// Sends one command on a fresh direct connection (the server may have restarted).
-fn command(targets: &Targets<'_>, args: &[&str]) -> Result<(), String> {
-    let mut con = targets.server.lock().unwrap().try_connect()?;
+/// Sends one command.
+fn send(con: &mut redis::Connection, args: &[&str]) -> Result<(), String> {
     let mut cmd = redis::cmd(args[0]);
     for arg in &args[1..] {
         cmd.arg(*arg);
     }
-    cmd.query::<redis::Value>(&mut con)
+    cmd.query::<redis::Value>(con)
         .map(drop)
         .map_err(|e| format!("{}: {e}", args.join(" ")))
 }
