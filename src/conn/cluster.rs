@@ -62,6 +62,8 @@ pub(super) struct Cluster {
     /// `CLIENT INFO` of the connection to each slot's master, as last seen; forgotten at the
     /// first failed call.
     identities: Mutex<HashMap<Route, Arc<ServerClient>>>,
+    /// When the slot map was last asked to be rebuilt (see [`Routed::refresh`]).
+    refreshed: Arc<Mutex<Option<std::time::Instant>>>,
     command_timeout: Duration,
     connect_timeout: Duration,
     closed: AtomicBool,
@@ -93,6 +95,7 @@ impl Cluster {
             conn: OnceCell::new(),
             flavour: OnceCell::new(),
             identities: Mutex::new(HashMap::new()),
+            refreshed: Arc::new(Mutex::new(None)),
             command_timeout: config.command_timeout,
             connect_timeout: config.connect_timeout,
             closed: AtomicBool::new(false),
@@ -178,6 +181,7 @@ impl Cluster {
         let route = Route::with_slot(Slot::for_key(call.key), SlotAddr::Master);
         let mut routed = Routed {
             conn,
+            refreshed: self.refreshed.clone(),
             home: SingleNodeRoutingInfo::SpecificNode(route),
             target: SingleNodeRoutingInfo::SpecificNode(route),
             asking: false,
@@ -188,7 +192,29 @@ impl Cluster {
         }
         let request = async {
             match call.body {
-                Body::Script(invocation) => invocation.invoke_async(&mut routed).await,
+                Body::Script(invocation) => {
+                    // EVALSHA, loaded on NOSCRIPT and sent again by redis-rs; NOSCRIPT once
+                    // more (the load went to another node while the slot map was being
+                    // rebuilt after a failover) proves it did not run: try again.
+                    let mut result = invocation.invoke_async(&mut routed).await;
+                    for _ in 0..3 {
+                        match &result {
+                            Err(e)
+                                if e.kind()
+                                    == redis::ErrorKind::Server(
+                                        redis::ServerErrorKind::NoScript,
+                                    ) =>
+                            {
+                                tracing::debug!(error = %e, "NOSCRIPT after loading; loading again");
+                                routed.target = routed.home.clone();
+                                routed.asking = false;
+                                result = invocation.invoke_async(&mut routed).await;
+                            }
+                            _ => break,
+                        }
+                    }
+                    result
+                }
                 Body::Command(cmd) => cmd.query_async(&mut routed).await,
             }
         };
@@ -335,6 +361,8 @@ const TRANSITION_BACKOFF: [Duration; 5] = [
 /// sent through, redirections followed.
 struct Routed {
     conn: ClusterConnection,
+    /// Shared by the client's calls: when the slot map was last asked to be rebuilt.
+    refreshed: Arc<Mutex<Option<std::time::Instant>>>,
     /// The slot's master, where a call starts over after a refusal.
     home: SingleNodeRoutingInfo,
     /// Where the next command goes: the slot's master, or the node a redirection named (kept
@@ -394,6 +422,20 @@ impl redis::aio::ConnectionLike for Routed {
                         tracing::debug!(error = %e, "no connection to the slot's node yet; trying again");
                         self.backoff(&mut refusals).await;
                     }
+                    // The node refused the connection: the request was not sent. Its slot
+                    // may have a new master (a failover): have the map rebuilt, then again.
+                    _ if e.is_connection_refusal() => {
+                        tracing::debug!(error = %e, "the slot's node refused the connection; refreshing the slot map");
+                        self.refresh().await;
+                        self.backoff(&mut refusals).await;
+                    }
+                    // Sent, outcome unknown (a dropped connection, a timeout): never sent
+                    // again from here (the caller resolves it), but the map is rebuilt so
+                    // that the next call finds the slot's master if it changed.
+                    _ if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
+                        self.refresh().await;
+                        return Err(e);
+                    }
                     _ => return Err(e),
                 }
                 last = Some(e);
@@ -423,7 +465,37 @@ impl redis::aio::ConnectionLike for Routed {
     }
 }
 
+/// At most one slot-map rebuild asked for in this period.
+const REFRESH_PERIOD: Duration = Duration::from_millis(500);
+
 impl Routed {
+    /// Has redis-rs rebuild its slot map from the seed nodes, at most once per
+    /// [`REFRESH_PERIOD`]. It does so by itself on `MOVED`, but not when a node is gone: its
+    /// requests then fail with I/O errors and are sent to the dead node until something else
+    /// refreshes the map. A command routed to an address it has no connection to makes it
+    /// reconnect from the seed nodes; nothing is sent anywhere.
+    async fn refresh(&mut self) {
+        {
+            let mut last = self
+                .refreshed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let now = std::time::Instant::now();
+            if last.is_some_and(|at| now.duration_since(at) < REFRESH_PERIOD) {
+                return;
+            }
+            *last = Some(now);
+        }
+        let nowhere = SingleNodeRoutingInfo::ByAddress {
+            host: "redisson-sync.refresh.invalid".to_owned(),
+            port: 1,
+        };
+        let _ = self
+            .conn
+            .route_command(redis::cmd("PING"), RoutingInfo::SingleNode(nowhere))
+            .await;
+    }
+
     /// Waits before starting over from the slot's master.
     async fn backoff(&mut self, refusals: &mut usize) {
         let pause = TRANSITION_BACKOFF[(*refusals).min(TRANSITION_BACKOFF.len() - 1)];
