@@ -154,6 +154,54 @@ async fn a_lost_permit_release_reply_is_settled_by_the_ids() {
     client.shutdown().await;
 }
 
+/// Regression (found by the fault suite, seed 2 of the long run): a permit release that fails
+/// while the link is down (every connection reset) reports the error, and goes on in the
+/// background once the link is back: the permits, which have no lease, come back. Before, they
+/// were held for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_release_failing_while_the_link_is_down_completes_after_it_heals() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let mut raw = server.conn().await;
+    let client = builder(proxy.url())
+        .command_timeout(ms(500))
+        .build()
+        .unwrap();
+    warm_up(&client).await;
+    let name = unique_name("psem");
+    let sem = client.permit_expirable_semaphore(&name);
+    sem.try_set_permits(2).await.unwrap();
+    let ids = sem.acquire(2, None).await.unwrap();
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
+
+    proxy.set_mode(Mode::Reset);
+    let failed = sem.release(&ids).await;
+    assert!(
+        failed.is_err(),
+        "the release went through a reset link: {failed:?}"
+    );
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
+    sleep(ms(700)).await;
+    proxy.set_mode(Mode::Pass);
+    assert!(
+        value_becomes(&mut raw, &name, "2", Duration::from_secs(10)).await,
+        "the permits never came back: {:?}",
+        value(&mut raw, &name).await
+    );
+    let left: u64 = raw.zcard(format!("{{{name}}}:timeout")).await.unwrap();
+    assert_eq!(left, 0);
+    // Released once, not twice: releasing them again finds them gone.
+    assert!(
+        sem.release(&ids)
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("released already")
+    );
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("2"));
+    client.shutdown().await;
+}
+
 /// A release whose reply is lost is not sent a second time (that would create permits): the
 /// caller gets the error, and the count went up exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

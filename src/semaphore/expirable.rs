@@ -51,6 +51,51 @@ static LEASE: LazyLock<Script> =
 /// The score of a permit without lease: Redisson's `nonExpirableTimeout`.
 const NO_EXPIRY: i64 = 922_337_203_685_477;
 
+/// Pauses between the background tries of a release that failed transiently: about a minute
+/// in all (a failover, a restart, a partition healing).
+const RELEASE_RETRIES: [Duration; 10] = [
+    Duration::from_millis(100),
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+    Duration::from_secs(12),
+    Duration::from_secs(15),
+    Duration::from_secs(15),
+];
+
+/// Goes on releasing `ids` in a task of the client after a release failed transiently: again
+/// and again until it runs (or finds them gone: it had run, or they expired), fails otherwise,
+/// the tries run out or the client shuts down.
+fn release_later(inner: Arc<Inner>, ids: Vec<PermitId>) {
+    let shared = inner.shared.clone();
+    let token = shared.tasks.token();
+    drop(shared.tasks.spawn(async move {
+        for pause in RELEASE_RETRIES {
+            tokio::select! {
+                () = inner.shared.tasks.shutdown_signal() => break,
+                () = tokio::time::sleep(pause) => {}
+            }
+            match inner.release_many(&ids).await {
+                Ok(released) => {
+                    tracing::debug!(semaphore = %inner.name, released, "a failed release went through later");
+                    break;
+                }
+                Err(e) if e.is_transient() => {
+                    tracing::debug!(semaphore = %inner.name, error = %e, "a failed release failed again; trying later");
+                }
+                Err(e) => {
+                    tracing::warn!(semaphore = %inner.name, error = %e, "a failed release could not be completed; its permits stay until their lease ends");
+                    break;
+                }
+            }
+        }
+        drop(token);
+    }));
+}
+
 /// The id of one permit of a [`PermitExpirableSemaphore`]: 16 random bytes, stored raw in
 /// Redis and shown (and parsed) as 32 lowercase hex characters, exactly as Redisson's API
 /// returns and accepts them. Ids made by Java parse here, and the other way round.
@@ -424,7 +469,17 @@ impl PermitExpirableSemaphore {
             ));
         }
         self.inner.shared.ensure_open()?;
-        let released = self.inner.release_many(ids).await?;
+        let released = match self.inner.release_many(ids).await {
+            Ok(released) => released,
+            Err(e) if e.is_transient() => {
+                // Not run, or not known to have run: the ids still name the permits, and a
+                // release of them is idempotent (a second one finds them gone). Without a
+                // lease they would otherwise be held for good.
+                release_later(self.inner.clone(), ids.to_vec());
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
         if released == ids.len() as i64 {
             Ok(())
         } else {
