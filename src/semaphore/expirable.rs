@@ -51,21 +51,6 @@ static LEASE: LazyLock<Script> =
 /// The score of a permit without lease: Redisson's `nonExpirableTimeout`.
 const NO_EXPIRY: i64 = 922_337_203_685_477;
 
-/// Pauses between the background tries of a release that failed transiently: about a minute
-/// in all (a failover, a restart, a partition healing).
-const RELEASE_RETRIES: [Duration; 10] = [
-    Duration::from_millis(100),
-    Duration::from_millis(250),
-    Duration::from_millis(500),
-    Duration::from_secs(1),
-    Duration::from_secs(2),
-    Duration::from_secs(4),
-    Duration::from_secs(8),
-    Duration::from_secs(12),
-    Duration::from_secs(15),
-    Duration::from_secs(15),
-];
-
 /// Goes on releasing `ids` in a task of the client after a release failed transiently: again
 /// and again until it runs (or finds them gone: it had run, or they expired), fails otherwise,
 /// the tries run out or the client shuts down.
@@ -73,7 +58,7 @@ fn release_later(inner: Arc<Inner>, ids: Vec<PermitId>) {
     let shared = inner.shared.clone();
     let token = shared.tasks.token();
     drop(shared.tasks.spawn(async move {
-        for pause in RELEASE_RETRIES {
+        for pause in wait::BACKGROUND_RETRIES {
             tokio::select! {
                 () = inner.shared.tasks.shutdown_signal() => break,
                 () = tokio::time::sleep(pause) => {}

@@ -3,6 +3,24 @@
 
 use std::time::Duration;
 
+/// Pauses between the background tries of a cleanup that failed transiently (Redis
+/// unreachable, the slot's master down during a failover): about a minute in all, which covers
+/// a cluster or Sentinel failover. Used by the give-up cleanup of a waiter (one left at the
+/// head of a fair queue would otherwise block the lock for its whole slot) and by a permit
+/// release that must not leave permits without lease held for good.
+pub(crate) const BACKGROUND_RETRIES: [Duration; 10] = [
+    Duration::from_millis(100),
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+    Duration::from_secs(12),
+    Duration::from_secs(15),
+    Duration::from_secs(15),
+];
+
 /// Exponential back-off with jitter, as Redisson's `LockOptions.ExponentialBackOff`: each delay
 /// is `min(max, previous * multiplier + random[0, attempts) ms)`, starting at `initial`.
 #[derive(Clone, Debug)]

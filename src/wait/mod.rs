@@ -36,7 +36,7 @@ use crate::observe::{self, Acquisition, Subject, Tag};
 use crate::pubsub::WakePolicy;
 use crate::shared::Shared;
 
-pub(crate) use backoff::Backoff;
+pub(crate) use backoff::{BACKGROUND_RETRIES, Backoff};
 pub(crate) use detach::{BoxFuture, Detachable};
 pub(crate) use settle::{cut_off, release_in_time, settle};
 
@@ -487,30 +487,13 @@ impl<A: Acquire> Waiter<A> {
     }
 }
 
-/// Pauses between tries of a give-up cleanup that failed transiently (Redis unreachable, the
-/// slot's master down during a failover): about a minute in all, which covers a cluster or
-/// Sentinel failover; a waiter left at the head of a fair queue would otherwise block the
-/// lock for its whole slot (`fair_wait_timeout`, 5 minutes by default).
-const GIVE_UP_RETRIES: [Duration; 10] = [
-    Duration::from_millis(100),
-    Duration::from_millis(250),
-    Duration::from_millis(500),
-    Duration::from_secs(1),
-    Duration::from_secs(2),
-    Duration::from_secs(4),
-    Duration::from_secs(8),
-    Duration::from_secs(12),
-    Duration::from_secs(15),
-    Duration::from_secs(15),
-];
-
 /// Runs the give-up cleanup in a `give_up` span: again after a transient failure (the cleanup
 /// is idempotent), until it succeeds, fails otherwise, the retries run out or the client shuts
 /// down; a cleanup that never ran leaves what ages out with the waiter's slot.
 async fn run_give_up<A: Acquire>(shared: &Shared, acq: &A, wait: Option<Duration>) {
     let span = acq.subject().give_up_span();
     async {
-        let mut pauses = GIVE_UP_RETRIES.iter();
+        let mut pauses = BACKGROUND_RETRIES.iter();
         loop {
             let Some(cleanup) = acq.give_up(wait) else {
                 return;
