@@ -1039,6 +1039,41 @@ fn a_killed_master_loses_an_unreplicated_lock_and_the_guard_says_so(
     })
 }
 
+/// A cluster without sharded pub/sub (a Redis before 7; emulated by disabling `PUBSUB` with
+/// `rename-command`, since `PUBSUB SHARDNUMSUB` is how `auto` decides, as Redisson does): `auto`
+/// falls back to classic `PUBLISH`/`SUBSCRIBE` and its waiters are woken by message; `sharded`
+/// and `both` fail at `connect()`, naming the fix. A 3-master cluster of its own.
+fn a_cluster_without_sharded_pubsub(_: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        let old = tokio::task::spawn_blocking(|| {
+            RedisCluster::builder()
+                .masters(3)
+                .replicas(0)
+                .args(&["--rename-command", "PUBSUB", ""])
+                .start()
+        })
+        .await
+        .unwrap();
+        let old = Ctx { cluster: old };
+        flavour(&old, PubSubMode::Auto, false, true).await;
+        for mode in [PubSubMode::Sharded, PubSubMode::Both] {
+            let started = Instant::now();
+            let err = Client::builder()
+                .cluster(old.seeds())
+                .pubsub(mode)
+                .connect()
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&err, Error::Topology(m) if m.contains("needs sharded pub/sub") && m.contains("Classic or Auto")),
+                "{mode:?}: {err}"
+            );
+            assert!(started.elapsed() < Duration::from_secs(10), "{mode:?}");
+        }
+        tokio::task::spawn_blocking(move || drop(old)).await.unwrap();
+    })
+}
+
 const TESTS: &[(&str, TestFn)] = &[
     (
         "every_primitive_on_every_master",
@@ -1052,6 +1087,10 @@ const TESTS: &[(&str, TestFn)] = &[
     ("classic_publishes_classic", classic_publishes_classic),
     ("both_publishes_both", both_publishes_both),
     ("both_hears_either", both_hears_either),
+    (
+        "a_cluster_without_sharded_pubsub",
+        a_cluster_without_sharded_pubsub,
+    ),
     (
         "watchdog_renews_on_every_master",
         watchdog_renews_on_every_master,
