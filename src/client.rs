@@ -13,6 +13,7 @@ use crate::latch::CountDownLatch;
 use crate::lock::{
     FairLock, FencedLock, Lock, NonReentrantFairLock, NonReentrantLock, RwLock, SpinLock,
 };
+use crate::names::NameMapper;
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 use crate::shared::{LastHandle, Shared};
 use crate::tasks::Tasks;
@@ -108,73 +109,73 @@ impl Client {
         &self.shared.config
     }
 
-    /// A reentrant lock named `name` (the Redis key, used as given; Redisson's
+    /// A reentrant lock named `name` (the Redis key, mapped by the client's [`NameMapper`] if it has one; Redisson's
     /// `getLock(name)`). Creating the handle does no I/O.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.shared.clone(), name.into())
+        Lock::new(self.shared.clone(), self.map(name))
     }
 
-    /// A fair lock named `name` (the Redis key, used as given; Redisson's
+    /// A fair lock named `name` (the Redis key, mapped by the client's [`NameMapper`] if it has one; Redisson's
     /// `getFairLock(name)`): waiters are served in arrival order. Creating the handle does no
     /// I/O.
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        FairLock::new(self.shared.clone(), name.into())
+        FairLock::new(self.shared.clone(), self.map(name))
     }
 
-    /// A read-write lock named `name` (the Redis key, used as given; Redisson's
+    /// A read-write lock named `name` (the Redis key, mapped by the client's [`NameMapper`] if it has one; Redisson's
     /// `getReadWriteLock(name)`), with its [`read_lock`](RwLock::read_lock) and
     /// [`write_lock`](RwLock::write_lock) halves. Creating the handle does no I/O.
     pub fn rw_lock(&self, name: impl Into<String>) -> RwLock {
-        RwLock::new(self.shared.clone(), name.into())
+        RwLock::new(self.shared.clone(), self.map(name))
     }
 
     /// A fenced lock named `name` (Redisson's `getFencedLock(name)`): a reentrant lock whose
     /// every acquisition gets a fencing token. Creating the handle does no I/O.
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
-        FencedLock::new(self.shared.clone(), name.into())
+        FencedLock::new(self.shared.clone(), self.map(name))
     }
 
     /// A spin lock named `name` (Redisson's `getSpinLock(name)`): waiters poll with back-off
     /// instead of subscribing. Creating the handle does no I/O.
     pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
-        SpinLock::new(self.shared.clone(), name.into())
+        SpinLock::new(self.shared.clone(), self.map(name))
     }
 
     /// A non-reentrant lock named `name` (Redisson 4.4's `getNonReentrantLock(name)`).
     /// Creating the handle does no I/O.
     pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
-        NonReentrantLock::new(self.shared.clone(), name.into())
+        NonReentrantLock::new(self.shared.clone(), self.map(name))
     }
 
     /// A non-reentrant fair lock named `name` (Redisson 4.4's
     /// `getNonReentrantFairLock(name)`). Creating the handle does no I/O.
     pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> NonReentrantFairLock {
-        NonReentrantFairLock::new(self.shared.clone(), name.into())
+        NonReentrantFairLock::new(self.shared.clone(), self.map(name))
     }
 
-    /// A counting semaphore named `name` (the Redis key, used as given; Redisson's
+    /// A counting semaphore named `name` (the Redis key, mapped by the client's [`NameMapper`] if it has one; Redisson's
     /// `getSemaphore(name)`). Creating the handle does no I/O.
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
-        Semaphore::new(self.shared.clone(), name.into())
+        Semaphore::new(self.shared.clone(), self.map(name))
     }
 
     /// A semaphore whose permits have ids and leases, named `name` (Redisson's
     /// `getPermitExpirableSemaphore(name)`). Creating the handle does no I/O.
     pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
-        PermitExpirableSemaphore::new(self.shared.clone(), name.into())
+        PermitExpirableSemaphore::new(self.shared.clone(), self.map(name))
     }
 
-    /// A count-down latch named `name` (the Redis key, used as given; Redisson's
+    /// A count-down latch named `name` (the Redis key, mapped by the client's [`NameMapper`] if it has one; Redisson's
     /// `getCountDownLatch(name)`). Creating the handle does no I/O.
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
-        CountDownLatch::new(self.shared.clone(), name.into())
+        CountDownLatch::new(self.shared.clone(), self.map(name))
     }
 
-    /// A plain token lock named `name` (the Redis key, used as given): `SET name <token> NX PX
+    /// A plain token lock named `name` (the Redis key, mapped by the client's [`NameMapper`] if it has one): `SET name <token> NX PX
     /// lease`, released by compare-and-delete. Not a Redisson structure; see [`TokenLock`].
     /// Creating the handle does no I/O.
     pub fn token_lock(&self, name: impl Into<String>) -> TokenLock {
-        TokenLock::new(self.shared.clone(), name.into())
+        TokenLock::new(self.shared.clone(), self.map(name))
     }
 
     /// Inspects whatever Redisson structure lives at `name`: `.await` it for a
@@ -194,7 +195,17 @@ impl Client {
     /// # }
     /// ```
     pub fn inspect(&self, name: impl Into<String>) -> crate::inspect::Inspect {
-        crate::inspect::Inspect::new(self.shared.clone(), name.into())
+        crate::inspect::Inspect::new(self.shared.clone(), self.map(name))
+    }
+
+    /// `name` as the client's [`NameMapper`] maps it: the name keys are derived from.
+    fn map(&self, name: impl Into<String>) -> String {
+        let name = name.into();
+        if self.shared.names.is_identity() {
+            name
+        } else {
+            self.shared.names.map(&name)
+        }
     }
 
     /// `true` once [`shutdown`](Self::shutdown) was called.
@@ -227,6 +238,7 @@ impl Client {
 #[derive(Debug, Default)]
 pub struct ClientBuilder {
     config: Config,
+    names: Option<NameMapper>,
     runtime: Option<Handle>,
 }
 
@@ -267,6 +279,47 @@ impl ClientBuilder {
     /// ```
     pub fn cluster<S: Into<String>>(mut self, nodes: impl IntoIterator<Item = S>) -> Self {
         self.config.cluster_nodes = nodes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Connects to the master that these Sentinels monitor as `master`
+    /// ([`Config::sentinel_nodes`], [`Config::sentinel_master`]; Redisson's
+    /// `useSentinelServers()`), and follows its failovers. [`url`](Self::url) then only gives
+    /// the database and the data nodes' credentials (see also [`username`](Self::username) and
+    /// [`password`](Self::password)); the Sentinels' own credentials go in their URLs.
+    ///
+    /// ```rust,no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use redisson_sync::Client;
+    ///
+    /// let client = Client::builder()
+    ///     .sentinel(["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"], "mymaster")
+    ///     .connect()
+    ///     .await?;
+    /// client.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn sentinel<S: Into<String>>(
+        mut self,
+        nodes: impl IntoIterator<Item = S>,
+        master: impl Into<String>,
+    ) -> Self {
+        self.config.sentinel_nodes = nodes.into_iter().map(Into::into).collect();
+        self.config.sentinel_master = master.into();
+        self
+    }
+
+    /// Sets [`Config::username`]: the ACL user for the data nodes.
+    pub fn username(mut self, user: impl Into<String>) -> Self {
+        self.config.username = Some(user.into());
+        self
+    }
+
+    /// Sets [`Config::password`]: the password for the data nodes.
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.config.password = Some(password.into());
         self
     }
 
@@ -324,6 +377,38 @@ impl ClientBuilder {
         self
     }
 
+    /// Sets [`Config::key_prefix`]: every name is used with this prefix (Redisson's
+    /// `NameMapper` that prepends it).
+    ///
+    /// ```rust,no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use redisson_sync::Client;
+    ///
+    /// let client = Client::builder()
+    ///     .url("redis://127.0.0.1:6379")
+    ///     .key_prefix("billing:")
+    ///     .build()?;
+    /// let guard = client.lock("order:42").lock().await?; // the key is billing:order:42
+    /// assert_eq!(guard.name(), "billing:order:42");
+    /// guard.unlock().await?;
+    /// client.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.config.key_prefix = prefix.into();
+        self
+    }
+
+    /// Maps every name the client is given with `mapper` (Redisson's `Config.setNameMapper`);
+    /// for a plain prefix [`key_prefix`](Self::key_prefix) is enough (and serializes with the
+    /// [`Config`]). Setting both is refused by [`build`](Self::build).
+    pub fn name_mapper(mut self, mapper: NameMapper) -> Self {
+        self.names = Some(mapper);
+        self
+    }
+
     /// Sets [`Config::metrics_name_label`].
     pub fn metrics_name_label(mut self, on: bool) -> Self {
         self.config.metrics_name_label = on;
@@ -347,11 +432,22 @@ impl ClientBuilder {
     /// runtime was given and none is current.
     pub fn build(self) -> Result<Client, BuildError> {
         self.config.validate()?;
+        let names = match self.names {
+            Some(_) if !self.config.key_prefix.is_empty() => {
+                return Err(BuildError::InvalidConfig(
+                    "key_prefix and name_mapper are both set: give the prefix in the mapper \
+                     (NameMapper::new), or use key_prefix alone"
+                        .into(),
+                ));
+            }
+            Some(mapper) => mapper,
+            None => NameMapper::prefix(self.config.key_prefix.as_str()),
+        };
         let handle = match self.runtime {
             Some(h) => h,
             None => Handle::try_current().map_err(|_| BuildError::NoRuntime)?,
         };
-        let shared = Arc::new(Shared::new(self.config, Tasks::new(handle))?);
+        let shared = Arc::new(Shared::new(self.config, names, Tasks::new(handle))?);
         Ok(Client {
             last_handle: Arc::new(LastHandle(shared.clone())),
             shared,

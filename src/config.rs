@@ -15,7 +15,7 @@ pub(crate) const MAX_LEASE_MS: u64 = 1 << 62;
 /// feature the config deserializes from any serde format; durations are written in
 /// milliseconds as `<field>_ms` (for example `watchdog_timeout_ms = 30000`), and a negative or
 /// non-integer value is rejected with an error.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 #[non_exhaustive]
@@ -32,6 +32,28 @@ pub struct Config {
     ///
     /// Default: empty.
     pub cluster_nodes: Vec<String>,
+    /// Sentinels to ask for the master (`redis://[user:password@]host:port` each; the
+    /// credentials in these URLs are the Sentinels' own). Not empty: Sentinel mode, the client
+    /// connects to the master the Sentinels name for [`sentinel_master`](Self::sentinel_master)
+    /// and follows their failovers; [`url`](Self::url) then only gives the database number and
+    /// the data nodes' credentials. Exclusive with [`cluster_nodes`](Self::cluster_nodes).
+    ///
+    /// Default: empty.
+    pub sentinel_nodes: Vec<String>,
+    /// The master name the Sentinels monitor (Redisson's `masterName`), in Sentinel mode.
+    ///
+    /// Default: empty.
+    pub sentinel_master: String,
+    /// ACL user for the data nodes (Redis 6+), overriding the one in [`url`](Self::url)
+    /// (Redisson's `username`). Sentinels take theirs from [`sentinel_nodes`](Self::sentinel_nodes).
+    ///
+    /// Default: none (the URL's, or the `default` user).
+    pub username: Option<String>,
+    /// Password for the data nodes, overriding the one in [`url`](Self::url) (Redisson's
+    /// `password`). Never printed by `Debug`.
+    ///
+    /// Default: none (the URL's, or no password).
+    pub password: Option<String>,
     /// In cluster mode, how unlock messages are published and waited for (Redisson's
     /// `shardedSubscriptionMode`); outside cluster mode always classic `PUBLISH`/`SUBSCRIBE`.
     /// Match the Java services': see [`PubSubMode`].
@@ -100,6 +122,57 @@ pub struct Config {
     ///
     /// Default: `false` (the metrics are labelled by kind only).
     pub metrics_name_label: bool,
+    /// Put before every name the client is given, before any key, channel or queue name is
+    /// derived from it: Redisson's `NameMapper` that prepends the same prefix (docs/LAYOUT.md
+    /// §1.1). A Rust service must use the Java services' prefix to share their locks. For
+    /// another mapping use [`ClientBuilder::name_mapper`](crate::ClientBuilder::name_mapper).
+    ///
+    /// Default: empty (names are the keys, as given).
+    pub key_prefix: String,
+}
+
+impl std::fmt::Debug for Config {
+    /// Every field, with passwords (the field and those in URLs) shown as `***`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let urls = |v: &[String]| v.iter().map(|u| redact(u)).collect::<Vec<_>>();
+        f.debug_struct("Config")
+            .field("url", &redact(&self.url))
+            .field("cluster_nodes", &urls(&self.cluster_nodes))
+            .field("sentinel_nodes", &urls(&self.sentinel_nodes))
+            .field("sentinel_master", &self.sentinel_master)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("pubsub", &self.pubsub)
+            .field("pool_size", &self.pool_size)
+            .field("watchdog_timeout", &self.watchdog_timeout)
+            .field("watchdog_batch_size", &self.watchdog_batch_size)
+            .field("recheck_interval", &self.recheck_interval)
+            .field("fair_wait_timeout", &self.fair_wait_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("ping_interval", &self.ping_interval)
+            .field("metrics_name_label", &self.metrics_name_label)
+            .field("key_prefix", &self.key_prefix)
+            .finish()
+    }
+}
+
+/// `url` with the password of its `user:password@` part replaced by `***`.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or("", |(user, _)| user);
+            if userinfo.contains(':') {
+                format!("{scheme}://{user}:***@{host}")
+            } else {
+                format!("{scheme}://***@{host}")
+            }
+        }
+        None => url.to_owned(),
+    }
 }
 
 /// How a client in cluster mode publishes its messages and subscribes to them (Redisson's
@@ -161,6 +234,10 @@ impl Default for Config {
         Self {
             url: "redis://127.0.0.1:6379".to_owned(),
             cluster_nodes: Vec::new(),
+            sentinel_nodes: Vec::new(),
+            sentinel_master: String::new(),
+            username: None,
+            password: None,
             pubsub: PubSubMode::Auto,
             pool_size: 16,
             watchdog_timeout: Duration::from_secs(30),
@@ -171,6 +248,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(3),
             ping_interval: Duration::from_secs(1),
             metrics_name_label: false,
+            key_prefix: String::new(),
         }
     }
 }
@@ -184,9 +262,26 @@ impl Config {
         }
     }
 
+    /// The default configuration for the master that these Sentinels monitor as `master`.
+    pub fn from_sentinel<S: Into<String>>(
+        nodes: impl IntoIterator<Item = S>,
+        master: impl Into<String>,
+    ) -> Self {
+        Self {
+            sentinel_nodes: nodes.into_iter().map(Into::into).collect(),
+            sentinel_master: master.into(),
+            ..Self::default()
+        }
+    }
+
     /// Whether this configuration is for a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         !self.cluster_nodes.is_empty()
+    }
+
+    /// Whether this configuration is for a master found through Redis Sentinel.
+    pub fn is_sentinel(&self) -> bool {
+        !self.sentinel_nodes.is_empty()
     }
 
     /// The default configuration with the given Redis URL.
@@ -221,6 +316,21 @@ impl Config {
             if let Err(e) = redis::IntoConnectionInfo::into_connection_info(node.as_str()) {
                 return bad(format!("cluster node {node:?} is not a Redis URL: {e}"));
             }
+        }
+        for node in &self.sentinel_nodes {
+            if let Err(e) = redis::IntoConnectionInfo::into_connection_info(node.as_str()) {
+                return bad(format!("sentinel node {node:?} is not a Redis URL: {e}"));
+            }
+        }
+        if self.is_sentinel() && self.is_cluster() {
+            return bad(
+                "sentinel_nodes and cluster_nodes are both set: a client connects to \
+                 one topology"
+                    .into(),
+            );
+        }
+        if self.is_sentinel() && self.sentinel_master.is_empty() {
+            return bad("sentinel_master must name the master the Sentinels monitor".into());
         }
         for (field, value, min) in [
             (
@@ -309,6 +419,44 @@ mod tests {
         assert_eq!(c.watchdog_batch_size, 100);
         assert_eq!(c.command_timeout, Duration::from_secs(3));
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn debug_hides_passwords() {
+        let c = Config {
+            url: "redis://app:s3cret@10.0.0.1:6379/2".into(),
+            sentinel_nodes: vec!["redis://:sentinel-pw@10.0.0.2:26379".into()],
+            sentinel_master: "mymaster".into(),
+            password: Some("hunter2".into()),
+            ..Config::default()
+        };
+        let text = format!("{c:?}");
+        for secret in ["s3cret", "sentinel-pw", "hunter2"] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        assert!(text.contains("redis://app:***@10.0.0.1:6379/2"), "{text}");
+        assert!(text.contains("redis://:***@10.0.0.2:26379"), "{text}");
+        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(redact("redis://token@h:1"), "redis://***@h:1");
+    }
+
+    #[test]
+    fn sentinel_settings_are_checked() {
+        let c = Config::from_sentinel(["redis://127.0.0.1:26379"], "mymaster");
+        assert!(c.is_sentinel() && !c.is_cluster());
+        assert!(c.validate().is_ok());
+        let c = Config::from_sentinel(["redis://127.0.0.1:26379"], "");
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("sentinel_master must name"), "{err}");
+        let c = Config {
+            cluster_nodes: vec!["redis://127.0.0.1:7000".into()],
+            ..Config::from_sentinel(["redis://127.0.0.1:26379"], "m")
+        };
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("both set"), "{err}");
+        let c = Config::from_sentinel(["nope"], "m");
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("sentinel node \"nope\""), "{err}");
     }
 
     #[test]

@@ -134,11 +134,12 @@ impl Error {
 
     /// Redis says "later" and ran nothing: it is busy running a script (`BUSY`, which proves
     /// the script did not run), loading its data (`LOADING`), or in a cluster or replication
-    /// transition (`TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN`).
+    /// transition (`TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN`; `READONLY`: the server was
+    /// demoted to a replica, and a new connection finds the master).
     pub(crate) fn server_busy(&self) -> bool {
         matches!(self, Self::Redis(e) if matches!(
             e.code(),
-            Some("BUSY" | "LOADING" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN")
+            Some("BUSY" | "LOADING" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN" | "READONLY")
         ))
     }
 

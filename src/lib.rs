@@ -12,6 +12,7 @@ mod config;
 mod error;
 mod fasthash;
 mod layout;
+mod names;
 pub mod observe;
 mod options;
 mod owner;
@@ -49,6 +50,7 @@ pub use lock::{
     NonReentrantLock, ReadLock, RwLock, SpinBackoff, SpinLock, WriteLock,
 };
 pub use multi::{MultiLock, MultiLockGuard, RedLock};
+pub use names::NameMapper;
 pub use options::{LockOptions, Ttl};
 pub use owner::Owner;
 pub use redis;

@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::conn::Conn;
 use crate::error::{BuildError, Error, Result};
 use crate::holds::Holds;
+use crate::names::NameMapper;
 use crate::pubsub::PubSub;
 use crate::tasks::Tasks;
 use crate::watchdog::Watchdog;
@@ -17,6 +18,8 @@ pub(crate) struct Shared {
     /// The client id: a v4 UUID in Java's format, the first half of every holder field.
     pub(crate) id: String,
     pub(crate) config: Config,
+    /// Maps every name the client is given (a prefix, or the builder's mapper).
+    pub(crate) names: NameMapper,
     pub(crate) conn: Arc<Conn>,
     pub(crate) pubsub: PubSub,
     pub(crate) watchdog: Watchdog,
@@ -70,9 +73,10 @@ impl Drop for LastHandle {
 }
 
 impl Shared {
-    pub(crate) fn new(config: Config, tasks: Tasks) -> Result<Self, BuildError> {
+    pub(crate) fn new(config: Config, names: NameMapper, tasks: Tasks) -> Result<Self, BuildError> {
         let id = crate::layout::client_id(&uuid::Uuid::new_v4());
         let conn = Arc::new(Conn::new(&config)?);
+        conn.start(&tasks);
         let pubsub = PubSub::start(conn.clone(), config.ping_interval, &tasks);
         let watchdog = Watchdog::start(
             conn.clone(),
@@ -85,6 +89,7 @@ impl Shared {
         Ok(Self {
             id,
             config,
+            names,
             conn,
             pubsub,
             watchdog,

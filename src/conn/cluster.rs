@@ -52,6 +52,8 @@ impl Flavour {
 /// The connections to one Redis Cluster.
 pub(super) struct Cluster {
     nodes: Vec<String>,
+    /// User and password for every node, over those in the seed URLs.
+    credentials: (Option<String>, Option<String>),
     mode: PubSubMode,
     calls: ClusterClient,
     /// Connection and response timeouts, for the subscription clients (each subscriber gets
@@ -72,16 +74,40 @@ pub(super) struct Cluster {
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cluster")
-            .field("seeds", &self.nodes)
+            .field(
+                "seeds",
+                &self
+                    .nodes
+                    .iter()
+                    .map(|n| crate::config::redact(n))
+                    .collect::<Vec<_>>(),
+            )
             .field("pubsub", &self.mode)
             .field("flavour", &self.flavour.get())
             .finish()
     }
 }
 
+/// A cluster client builder for these seed nodes, with [`Config::username`] and
+/// [`Config::password`] (when set) for every node.
+fn seeds(
+    nodes: &[String],
+    (user, password): &(Option<String>, Option<String>),
+) -> ClusterClientBuilder {
+    let mut builder = ClusterClientBuilder::new(nodes.iter().map(String::as_str));
+    if let Some(user) = user {
+        builder = builder.username(user);
+    }
+    if let Some(password) = password {
+        builder = builder.password(password);
+    }
+    builder
+}
+
 impl Cluster {
     pub(super) fn new(config: &Config) -> Result<Self, BuildError> {
-        let calls = ClusterClientBuilder::new(config.cluster_nodes.iter().map(String::as_str))
+        let credentials = (config.username.clone(), config.password.clone());
+        let calls = seeds(&config.cluster_nodes, &credentials)
             .connection_timeout(config.connect_timeout)
             .response_timeout(config.command_timeout)
             .retries(0)
@@ -89,6 +115,7 @@ impl Cluster {
             .map_err(BuildError::Url)?;
         Ok(Self {
             nodes: config.cluster_nodes.clone(),
+            credentials,
             mode: config.pubsub,
             calls,
             timeouts: (config.connect_timeout, config.command_timeout),
@@ -311,7 +338,7 @@ impl Cluster {
     )> {
         let flavour = self.check().await?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let client = ClusterClientBuilder::new(self.nodes.iter().map(String::as_str))
+        let client = seeds(&self.nodes, &self.credentials)
             .connection_timeout(self.timeouts.0)
             .response_timeout(self.timeouts.1)
             .retries(3)

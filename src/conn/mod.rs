@@ -13,19 +13,21 @@
 //! took effect is then unknown, and their callers find out (`crate::holds`).
 
 mod cluster;
+mod sentinel;
 mod single;
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::PubSub;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, PushInfo, ScriptInvocation, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::config::Config;
 use crate::error::{BuildError, Result};
+use crate::tasks::Tasks;
 
 use cluster::Cluster;
 pub(crate) use cluster::Flavour;
@@ -70,16 +72,30 @@ impl ServerClient {
 /// then a failure means the request was never sent; after, its outcome is unknown, and
 /// [`Conn::cut_off`] can make sure it never runs later.
 #[derive(Debug, Default)]
-pub(crate) struct Delivery(OnceLock<Option<Arc<ServerClient>>>);
+pub(crate) struct Delivery(Mutex<Option<Option<Arc<ServerClient>>>>);
 
 impl Delivery {
     /// `true` once the request may have reached Redis.
     pub(crate) fn was_sent(&self) -> bool {
-        self.0.get().is_some()
+        self.lock().is_some()
     }
 
+    /// Records the connection the request goes out on; a request sent again (after a replica
+    /// refused it, so that nothing of the first send ran) records its new connection.
     fn record(&self, client: Option<Arc<ServerClient>>) {
-        let _ = self.0.set(client);
+        *self.lock() = Some(client);
+    }
+
+    /// The connection the request last went out on, if it was sent on one the server could
+    /// name.
+    fn client(&self) -> Option<Arc<ServerClient>> {
+        self.lock().clone().flatten()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Option<Arc<ServerClient>>>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -201,6 +217,9 @@ impl<'a> Call<'a> {
 pub(crate) struct Conn {
     topology: Topology,
     command_timeout: Duration,
+    /// Bumped when the server behind the connections changed (a Sentinel failover): the
+    /// pub/sub transport then moves its subscriptions (see [`Conn::topology_changes`]).
+    epoch: Arc<watch::Sender<u64>>,
 }
 
 enum Topology {
@@ -243,7 +262,21 @@ impl Conn {
         Ok(Self {
             topology,
             command_timeout: config.command_timeout,
+            epoch: Arc::new(watch::Sender::new(0)),
         })
+    }
+
+    /// Starts the topology's own services (with Sentinel: the `+switch-master` listener).
+    pub(crate) fn start(&self, tasks: &Tasks) {
+        if let Topology::Single(single) = &self.topology {
+            single.start(tasks, self.epoch.clone());
+        }
+    }
+
+    /// Changes whenever the server behind the connections changed (a Sentinel failover):
+    /// connections opened before then talk to the old one.
+    pub(crate) fn topology_changes(&self) -> watch::Receiver<u64> {
+        self.epoch.subscribe()
     }
 
     /// Whether the client talks to a Redis Cluster.
@@ -290,7 +323,7 @@ impl Conn {
     /// `Ok(false)` when it cannot (no connection identity, or no permission for `CLIENT
     /// KILL`): the request may then still run later.
     pub(crate) async fn cut_off(&self, delivery: &Delivery, key: &str) -> Result<bool> {
-        let Some(Some(client)) = delivery.0.get() else {
+        let Some(client) = delivery.client() else {
             return Ok(false);
         };
         let result = match &self.topology {
@@ -310,7 +343,7 @@ impl Conn {
                 );
                 self.call(call).await
             }
-            Topology::Cluster(cluster) => cluster.cut_off(client, key).await,
+            Topology::Cluster(cluster) => cluster.cut_off(&client, key).await,
         };
         match result {
             // 1: killed; 0: the server had already closed it. Either way nothing of it runs.

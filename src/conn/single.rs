@@ -1,5 +1,5 @@
-//! One Redis server: a pool of multiplexed connections for calls, and dedicated connections
-//! for the pub/sub transport.
+//! One Redis server (at a fixed address, or the master Redis Sentinel names): a pool of
+//! multiplexed connections for calls, and dedicated connections for the pub/sub transport.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,9 +9,13 @@ use deadpool::managed::{self, Metrics, RecycleResult};
 use redis::aio::{MultiplexedConnection, PubSub};
 use redis::{AsyncConnectionConfig, Value};
 
+use tokio::sync::watch;
+
+use super::sentinel::Source;
 use super::{Body, Call, ServerClient};
 use crate::config::Config;
 use crate::error::{BuildError, Error, Result};
+use crate::tasks::Tasks;
 
 /// Creates multiplexed connections for the pool.
 ///
@@ -26,7 +30,7 @@ use crate::error::{BuildError, Error, Result};
 /// dropped-connection error retires every connection opened before it (a server restart breaks
 /// them all at once, so one failed call is enough to renew the whole pool).
 struct Manager {
-    client: redis::Client,
+    source: Arc<Source>,
     config: AsyncConnectionConfig,
     /// Bumped when a connection is found broken; older connections are not reused.
     generation: AtomicU64,
@@ -48,8 +52,8 @@ impl managed::Manager for Manager {
 
     async fn create(&self) -> Result<Pooled, redis::RedisError> {
         let generation = self.generation.load(Ordering::Acquire);
-        let mut conn = self
-            .client
+        let client = self.source.client().await?;
+        let mut conn = client
             .get_multiplexed_async_connection_with_config(&self.config)
             .await?;
         let identity = identify(&mut conn).await?;
@@ -105,7 +109,7 @@ type Pool = managed::Pool<Manager>;
 /// The connections to one server.
 pub(super) struct Single {
     pool: Pool,
-    client: redis::Client,
+    source: Arc<Source>,
     command_timeout: Duration,
     connect_timeout: Duration,
 }
@@ -113,7 +117,7 @@ pub(super) struct Single {
 impl std::fmt::Debug for Single {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Single")
-            .field("server", &self.client.get_connection_info().addr())
+            .field("server", &self.source)
             .field("pool", &self.pool.status())
             .finish()
     }
@@ -121,12 +125,12 @@ impl std::fmt::Debug for Single {
 
 impl Single {
     pub(super) fn new(config: &Config) -> Result<Self, BuildError> {
-        let client = redis::Client::open(config.url.as_str()).map_err(BuildError::Url)?;
+        let source = Arc::new(Source::new(config)?);
         let conn_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(Some(config.command_timeout));
         let manager = Manager {
-            client: client.clone(),
+            source: source.clone(),
             config: conn_config,
             generation: AtomicU64::new(0),
         };
@@ -140,7 +144,7 @@ impl Single {
             .map_err(|e| BuildError::InvalidConfig(e.to_string()))?;
         Ok(Self {
             pool,
-            client,
+            source,
             command_timeout: config.command_timeout,
             connect_timeout: config.connect_timeout,
         })
@@ -150,15 +154,36 @@ impl Single {
     /// (taking one is immediate unless one must be opened; only then is a timer armed). Scripts
     /// go as EVALSHA, loaded and sent again on NOSCRIPT. An error on a key of the wrong type
     /// names the key.
+    ///
+    /// A `READONLY` reply (the server was demoted to a replica: a Sentinel failover, a managed
+    /// endpoint that moved) retires every pooled connection, so the next ones go to the master
+    /// (with Sentinel: the one they name now), and the call is sent once more on a new
+    /// connection: a replica refuses a write before it changes anything, so this is safe for
+    /// every call, acquires and releases included.
     pub(super) async fn run(&self, call: &Call<'_>, limit: Duration) -> Result<Value> {
+        match self.run_once(call, limit).await {
+            Err(Sent::ReadOnly(e)) => {
+                tracing::debug!(op = call.op, key = call.key, server = %self.source.describe(), error = %e, "write refused by a replica; reconnecting to the master and sending it again");
+                // A second refusal (the Sentinels still name the old master) is transient: the
+                // callers' retries find the new master.
+                self.run_once(call, limit)
+                    .await
+                    .map_err(|(Sent::ReadOnly(e) | Sent::Failed(e))| e)
+            }
+            Err(Sent::Failed(e)) => Err(e),
+            Ok(value) => Ok(value),
+        }
+    }
+
+    async fn run_once(&self, call: &Call<'_>, limit: Duration) -> Result<Value, Sent> {
         let op = call.op;
         let pooled = match tokio::time::timeout(limit, self.pool.get()).await {
-            Ok(pooled) => pooled.map_err(|e| pool_error(e, op, limit))?,
+            Ok(pooled) => pooled.map_err(|e| Sent::Failed(pool_error(e, op, limit)))?,
             Err(_) => {
-                return Err(Error::Timeout {
+                return Err(Sent::Failed(Error::Timeout {
                     operation: op,
                     after: limit,
-                });
+                }));
             }
         };
         // The call runs on a clone of the handle, which shares the connection; the pooled
@@ -179,6 +204,14 @@ impl Single {
             Body::Script(invocation) => invocation.invoke_async(&mut conn).await,
             Body::Command(cmd) => cmd.query_async(&mut conn).await,
         };
+        let retire_all = || {
+            let _ = self.pool.manager().generation.compare_exchange(
+                generation,
+                generation + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        };
         reply.map_err(|e| {
             if e.is_unrecoverable_error() || e.is_io_error() || e.is_timeout() {
                 // A broken or stalled connection must not be reused (a request queued behind a
@@ -186,45 +219,79 @@ impl Single {
                 broken.store(true, Ordering::Release);
                 if e.is_connection_dropped() || e.is_unrecoverable_error() {
                     // Its siblings are likely broken too (server restart): retire them.
-                    let _ = self.pool.manager().generation.compare_exchange(
-                        generation,
-                        generation + 1,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    );
+                    retire_all();
                 }
             }
-            if e.is_timeout() {
+            if e.code() == Some("READONLY") {
+                // Every connection goes to a replica now.
+                broken.store(true, Ordering::Release);
+                retire_all();
+                return Sent::ReadOnly(Error::from_redis(e, call.key));
+            }
+            Sent::Failed(if e.is_timeout() {
                 Error::Timeout {
                     operation: op,
                     after: limit,
                 }
             } else if matches!(e.code(), Some("MOVED" | "ASK")) {
-                cluster_node(&self.client)
+                cluster_node(&self.source)
             } else {
                 Error::from_redis(e, call.key)
-            }
+            })
         })
     }
 
-    /// Connects and checks that the server is not a Redis Cluster node (`INFO cluster`).
+    /// With Sentinel, starts the `+switch-master` listener: on a switch it retires every
+    /// pooled connection (the next ones open to the new master) and bumps `epoch`, which moves
+    /// the pub/sub connection.
+    pub(super) fn start(&self, tasks: &Tasks, epoch: Arc<watch::Sender<u64>>) {
+        if !matches!(*self.source, Source::Sentinel(_)) {
+            return;
+        }
+        let source = self.source.clone();
+        let pool = self.pool.clone();
+        let timeout = self.connect_timeout + self.command_timeout;
+        tasks.spawn_service(async move {
+            if let Source::Sentinel(sentinels) = &*source {
+                sentinels
+                    .follow_switches(timeout, || {
+                        pool.manager().generation.fetch_add(1, Ordering::AcqRel);
+                        epoch.send_modify(|e| *e += 1);
+                    })
+                    .await;
+            }
+        });
+    }
+
+    /// Connects and checks that the server is not a Redis Cluster node (`INFO cluster`) nor
+    /// a replica (`ROLE`, where the user may run it).
     pub(super) async fn check(&self) -> Result<()> {
         let cmd = redis::cmd("INFO").arg("cluster").clone();
         let call = Call::read("check", "", &cmd);
         let info = self.run(&call, self.command_timeout).await?;
         let text: String = redis::from_redis_value(info).unwrap_or_default();
         if text.contains("cluster_enabled:1") {
-            return Err(cluster_node(&self.client));
+            return Err(cluster_node(&self.source));
+        }
+        let cmd = redis::cmd("ROLE");
+        let call = Call::read("check", "", &cmd);
+        if let Ok(Value::Array(role)) = self.run(&call, self.command_timeout).await
+            && matches!(role.first(), Some(Value::BulkString(r)) if r == b"slave")
+        {
+            return Err(Error::Topology(format!(
+                "{} is a read-only replica: point the client at the master, or use Sentinel \
+                 mode (Client::builder().sentinel([..], master)), which asks the Sentinels for it",
+                self.source.describe()
+            )));
         }
         Ok(())
     }
 
     /// Opens a dedicated pub/sub connection.
     pub(super) async fn subscriber(&self) -> Result<PubSub> {
-        match tokio::time::timeout(
-            self.connect_timeout + self.command_timeout,
-            self.client.get_async_pubsub(),
-        )
+        match tokio::time::timeout(self.connect_timeout + self.command_timeout, async {
+            self.source.client().await?.get_async_pubsub().await
+        })
         .await
         {
             Ok(r) => Ok(r?),
@@ -264,11 +331,18 @@ fn pool_error(
     }
 }
 
+/// How a call on one connection ended, when it failed.
+enum Sent {
+    /// Refused by a replica (`READONLY`): nothing of it ran.
+    ReadOnly(Error),
+    Failed(Error),
+}
+
 /// The error for a Redis Cluster node configured as a single server.
-fn cluster_node(client: &redis::Client) -> Error {
+fn cluster_node(source: &Source) -> Error {
     Error::Topology(format!(
         "{} is a Redis Cluster node (it answers MOVED for keys of other nodes): connect with \
          Client::builder().cluster([..]) instead of .url(..)",
-        client.get_connection_info().addr()
+        source.describe()
     ))
 }

@@ -291,7 +291,7 @@ impl LockGuard {
         Self { held, _hold: hold }
     }
 
-    /// The lock's name.
+    /// The lock's name: its Redis key.
     pub fn name(&self) -> &str {
         self.held.name()
     }

@@ -249,7 +249,7 @@ macro_rules! lock_api {
         is_locked: $locked:literal $(,)?
     ) => {
         impl $ty {
-            /// The lock's name: its Redis key.
+            /// The lock's name: its Redis key (mapped by the client's [`NameMapper`](crate::NameMapper), if any).
             pub fn name(&self) -> &str {
                 self.core.name()
             }

@@ -10,6 +10,9 @@
 //! every channel in use is subscribed again and every waiter is woken to re-check, since a
 //! message may have been lost meanwhile.
 //!
+//! With Sentinel, a failover the client hears of (`+switch-master`) replaces the connection
+//! the same way, since the old master may still be up and silent.
+//!
 //! In a cluster, Redis drops a sharded subscription when its slot moves (a failover, a
 //! migration) and says so with a `sunsubscribe` push: the channel is subscribed again (the
 //! cluster connection routes it to the slot's new master) and its waiters re-check at once.
@@ -24,7 +27,7 @@ use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::registry::Registry;
@@ -63,6 +66,8 @@ pub(crate) struct Transport {
     command_timeout: Duration,
     /// A connection was up before: the next one is a reconnection (for the metrics).
     connected_before: bool,
+    /// Changes when the server behind the connections changed (a Sentinel failover).
+    topology: watch::Receiver<u64>,
 }
 
 /// The subscriber connection.
@@ -158,6 +163,8 @@ enum Event {
     Other,
     Command(Option<Command>),
     Ping,
+    /// The server behind the connections changed (a Sentinel failover).
+    Switched,
 }
 
 impl Event {
@@ -198,7 +205,9 @@ impl Transport {
         ping_interval: Duration,
     ) -> Self {
         let command_timeout = conn.command_timeout();
+        let topology = conn.topology_changes();
         Self {
+            topology,
             registry,
             conn,
             commands,
@@ -224,6 +233,11 @@ impl Transport {
                     event = link.next() => event,
                     cmd = self.commands.recv() => Event::Command(cmd),
                     () = tokio::time::sleep_until(next_ping), if keep_alive => Event::Ping,
+                    changed = self.topology.changed() => match changed {
+                        Ok(()) => Event::Switched,
+                        // The connections are gone with the client.
+                        Err(_) => Event::Command(None),
+                    },
                 },
                 None => Event::Command(self.commands.recv().await),
             };
@@ -240,6 +254,12 @@ impl Transport {
                     self.drop_link();
                 }
                 Event::Dropped(channel) => self.resubscribe(channel).await,
+                Event::Switched => {
+                    tracing::info!("the master changed; moving the pub/sub connection to it");
+                    // The next connection opens to the new master; after it every channel is
+                    // subscribed again and every waiter re-checks.
+                    self.drop_link();
+                }
                 Event::Disconnected => {
                     tracing::debug!("a pub/sub node connection dropped; waiters re-check");
                     if let Some(registry) = self.registry.upgrade() {

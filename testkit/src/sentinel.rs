@@ -1,4 +1,4 @@
-//! [`RedisSentinel`]: a throwaway master, replica and three Sentinels on one host.
+//! [`RedisSentinel`]: a throwaway master, two replicas and three Sentinels on one host.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -8,6 +8,8 @@ use crate::server::{RedisServer, connect_with_timeout, poll_until_ok};
 
 /// The name the Sentinels monitor the master under.
 const MASTER_NAME: &str = "mymaster";
+/// How many replicas the master has.
+const REPLICAS: usize = 2;
 /// How many Sentinels, and how many must agree the master is down.
 const SENTINELS: usize = 3;
 const QUORUM: usize = 2;
@@ -16,7 +18,7 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one query of one process may take.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// One master, one replica and three Sentinels (quorum 2, `down-after-milliseconds 1000`,
+/// One master, two replicas and three Sentinels (quorum 2, `down-after-milliseconds 1000`,
 /// `failover-timeout 3000`), every one a private `redis-server` process ([`RedisServer`]) on a
 /// free port of 127.0.0.1. The Sentinels run `redis-server <generated conf> --sentinel`.
 ///
@@ -45,10 +47,14 @@ impl RedisSentinel {
         let data_args = ["--repl-diskless-sync-delay", "0"];
         let master = RedisServer::builder().args(&data_args).try_start()?;
         let master_port = master.port().to_string();
-        let replica = RedisServer::builder()
-            .args(&data_args)
-            .args(&["--replicaof", "127.0.0.1", &master_port])
-            .try_start()?;
+        let replicas = (0..REPLICAS)
+            .map(|_| {
+                RedisServer::builder()
+                    .args(&data_args)
+                    .args(&["--replicaof", "127.0.0.1", &master_port])
+                    .try_start()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let conf = format!(
             "sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} {QUORUM}\n\
              sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
@@ -64,7 +70,7 @@ impl RedisSentinel {
             .collect::<Result<Vec<_>, _>>()?;
         let setup = Self {
             master,
-            replicas: vec![replica],
+            replicas,
             sentinels,
         };
         setup.wait_settled()?;
@@ -86,7 +92,7 @@ impl RedisSentinel {
         &self.master
     }
 
-    /// The processes started as replicas (one).
+    /// The processes started as replicas (two).
     pub fn replicas(&self) -> &[RedisServer] {
         &self.replicas
     }
@@ -110,6 +116,62 @@ impl RedisSentinel {
     /// Kills the started master (SIGKILL).
     pub fn stop_master(&mut self) {
         self.master.stop();
+    }
+
+    /// Asks a Sentinel for a failover (`SENTINEL FAILOVER`) and waits (up to 30 s) until every
+    /// Sentinel names another master and that server reports the role of master. Returns the
+    /// new master's address.
+    pub fn failover(&self) -> Result<SocketAddr, String> {
+        let before = self.current_master_addr()?;
+        let sentinel = self
+            .sentinels
+            .iter()
+            .find(|s| s.is_running())
+            .ok_or("no Sentinel is running")?;
+        let mut con = connect_with_timeout(sentinel, QUERY_TIMEOUT)?;
+        let _: () = redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(MASTER_NAME)
+            .query(&mut con)
+            .map_err(|e| format!("SENTINEL FAILOVER: {e}"))?;
+        let mut new_master = None;
+        poll_until_ok(SETTLE_TIMEOUT, || {
+            for sentinel in self.sentinels.iter().filter(|s| s.is_running()) {
+                let addr = master_addr(sentinel)?;
+                if addr == before {
+                    return Err(format!("Sentinel {} still names {addr}", sentinel.port()));
+                }
+            }
+            let after = self.current_master_addr()?;
+            let server = self
+                .servers()
+                .find(|s| s.addr() == after)
+                .ok_or_else(|| format!("{after} is none of the data nodes"))?;
+            let mut con = connect_with_timeout(server, QUERY_TIMEOUT)?;
+            let role: Vec<redis::Value> = redis::cmd("ROLE")
+                .query(&mut con)
+                .map_err(|e| format!("ROLE: {e}"))?;
+            match role.first() {
+                Some(redis::Value::BulkString(r)) if r == b"master" => {
+                    new_master = Some(after);
+                    Ok(())
+                }
+                other => Err(format!("{after} reports role {other:?}")),
+            }
+        })
+        .map_err(|last| {
+            format!("the failover did not complete within {SETTLE_TIMEOUT:?}: {last}")
+        })?;
+        new_master.ok_or_else(|| "no new master".to_owned())
+    }
+
+    /// The data node (master or replica, as started) at `addr`.
+    pub fn server_at(&self, addr: SocketAddr) -> Option<&RedisServer> {
+        self.servers().find(|s| s.addr() == addr)
+    }
+
+    fn servers(&self) -> impl Iterator<Item = &RedisServer> {
+        std::iter::once(&self.master).chain(&self.replicas)
     }
 
     /// The master address the first answering Sentinel reports now

@@ -1,0 +1,203 @@
+//! Where a single-server topology connects: a fixed address, or the master that Redis
+//! Sentinel names now. With Sentinel the master is asked for every time a connection opens
+//! (a pooled call connection or the pub/sub connection), and a failover is followed at once:
+//! a task of the client listens to the Sentinels' `+switch-master` announcements and, on one
+//! for our master, retires every open connection (the old master may go on accepting writes
+//! for seconds before the Sentinels demote it, and whatever it takes then is lost). Besides,
+//! a write refused with `READONLY` retires every pooled connection, and a dropped or stalled
+//! connection is replaced.
+
+use std::fmt;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
+use redis::{ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
+use tokio::sync::Mutex;
+
+use crate::config::Config;
+use crate::error::BuildError;
+
+/// The server a [`Single`](super::single::Single) topology opens its connections to.
+pub(super) enum Source {
+    /// One address ([`Config::url`]).
+    Fixed(redis::Client),
+    /// The master the Sentinels name now.
+    Sentinel(Sentinels),
+}
+
+/// The Sentinels of one master name, and how to log in to the data nodes they name.
+pub(super) struct Sentinels {
+    sentinel: Mutex<Sentinel>,
+    /// Each Sentinel's address and credentials, for the `+switch-master` listener.
+    infos: Vec<ConnectionInfo>,
+    master: String,
+    nodes: Vec<String>,
+    /// Database, user and password for the data nodes (not the Sentinels').
+    data: SentinelNodeConnectionInfo,
+}
+
+impl Source {
+    pub(super) fn new(config: &Config) -> Result<Self, BuildError> {
+        if config.is_sentinel() {
+            return Ok(Self::Sentinel(Sentinels::new(config)?));
+        }
+        let info = with_credentials(
+            config
+                .url
+                .as_str()
+                .into_connection_info()
+                .map_err(BuildError::Url)?,
+            config,
+        );
+        Ok(Self::Fixed(
+            redis::Client::open(info).map_err(BuildError::Url)?,
+        ))
+    }
+
+    /// A client for the server to connect to now (with Sentinel: asks them; a connection to
+    /// the master it names is opened to check its role).
+    pub(super) async fn client(&self) -> redis::RedisResult<redis::Client> {
+        match self {
+            Self::Fixed(client) => Ok(client.clone()),
+            Self::Sentinel(sentinels) => {
+                let mut sentinel = sentinels.sentinel.lock().await;
+                sentinel
+                    .async_master_for(&sentinels.master, Some(&sentinels.data))
+                    .await
+            }
+        }
+    }
+
+    /// What the source is, for errors and `Debug`.
+    pub(super) fn describe(&self) -> String {
+        match self {
+            Self::Fixed(client) => client.get_connection_info().addr().to_string(),
+            Self::Sentinel(s) => {
+                format!("master {:?} of Sentinels {}", s.master, s.nodes.join(", "))
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl Sentinels {
+    fn new(config: &Config) -> Result<Self, BuildError> {
+        let infos = config
+            .sentinel_nodes
+            .iter()
+            .map(|node| node.as_str().into_connection_info())
+            .collect::<Result<Vec<ConnectionInfo>, _>>()
+            .map_err(BuildError::Url)?;
+        let sentinel = Sentinel::build(infos.clone()).map_err(BuildError::Url)?;
+        // The data nodes: the database, user and password of `url`, then the explicit ones.
+        let url = config
+            .url
+            .as_str()
+            .into_connection_info()
+            .map_err(BuildError::Url)?;
+        let redis = with_credentials(url, config).redis_settings().clone();
+        let data = SentinelNodeConnectionInfo::default().set_redis_connection_info(redis);
+        Ok(Self {
+            sentinel: Mutex::new(sentinel),
+            infos,
+            master: config.sentinel_master.clone(),
+            nodes: config.sentinel_nodes.clone(),
+            data,
+        })
+    }
+}
+
+impl Sentinels {
+    /// Listens to the Sentinels' `+switch-master` announcements, one Sentinel at a time (the
+    /// next one when its connection fails), and calls `switched` for every one that names
+    /// our master. After (re)connecting to a Sentinel it also asks it for the master and calls
+    /// `switched` when that is not the one last seen, since an announcement may have been
+    /// missed meanwhile. Runs until the client shuts down (the caller's service task).
+    pub(super) async fn follow_switches(&self, timeout: Duration, switched: impl Fn()) {
+        let mut last: Option<(String, u16)> = None;
+        let mut failures = 0u32;
+        for info in self.infos.iter().cycle() {
+            match self.listen(info, timeout, &mut last, &switched).await {
+                Ok(()) => failures = 0,
+                Err(e) => {
+                    failures += 1;
+                    tracing::debug!(sentinel = %info.addr(), error = %e, "listening to a Sentinel failed; trying the next");
+                }
+            }
+            // A pause once every Sentinel failed in a row (all down, or unreachable).
+            if failures as usize >= self.infos.len() {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                failures = 0;
+            }
+        }
+    }
+
+    /// One Sentinel's announcements, until its connection ends.
+    async fn listen(
+        &self,
+        info: &ConnectionInfo,
+        timeout: Duration,
+        last: &mut Option<(String, u16)>,
+        switched: &impl Fn(),
+    ) -> redis::RedisResult<()> {
+        let client = redis::Client::open(info.clone())?;
+        let connect = async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe("+switch-master").await?;
+            let mut con = client.get_multiplexed_async_connection().await?;
+            let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(&self.master)
+                .query_async(&mut con)
+                .await?;
+            Ok::<_, redis::RedisError>((pubsub, addr))
+        };
+        let (pubsub, addr) = tokio::time::timeout(timeout, connect).await.map_err(|_| {
+            redis::RedisError::from((redis::ErrorKind::Io, "Sentinel did not answer in time"))
+        })??;
+        if let Some(addr) = addr {
+            if last.as_ref().is_some_and(|seen| *seen != addr) {
+                tracing::info!(master = %self.master, host = %addr.0, port = addr.1, "the Sentinels name another master; reconnecting");
+                switched();
+            }
+            *last = Some(addr);
+        }
+        let mut messages = pubsub.into_on_message();
+        while let Some(message) = messages.next().await {
+            let Ok(text) = message.get_payload::<String>() else {
+                continue;
+            };
+            // "<master name> <old ip> <old port> <new ip> <new port>"
+            let fields: Vec<&str> = text.split(' ').collect();
+            if fields.len() == 5 && fields[0] == self.master {
+                tracing::info!(master = %self.master, from = %format!("{}:{}", fields[1], fields[2]), to = %format!("{}:{}", fields[3], fields[4]), "+switch-master: reconnecting to the new master");
+                if let Ok(port) = fields[4].parse() {
+                    *last = Some((fields[3].to_owned(), port));
+                }
+                switched();
+            }
+        }
+        Err(redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "Sentinel connection closed",
+        )))
+    }
+}
+
+/// `info` with [`Config::username`] and [`Config::password`] applied over the URL's.
+pub(super) fn with_credentials(info: ConnectionInfo, config: &Config) -> ConnectionInfo {
+    let mut redis: RedisConnectionInfo = info.redis_settings().clone();
+    if let Some(user) = &config.username {
+        redis = redis.set_username(user);
+    }
+    if let Some(password) = &config.password {
+        redis = redis.set_password(password);
+    }
+    info.set_redis_settings(redis)
+}
