@@ -1070,7 +1070,9 @@ fn a_cluster_without_sharded_pubsub(_: &mut Ctx) -> Pin<Box<dyn Future<Output = 
             );
             assert!(started.elapsed() < Duration::from_secs(10), "{mode:?}");
         }
-        tokio::task::spawn_blocking(move || drop(old)).await.unwrap();
+        tokio::task::spawn_blocking(move || drop(old))
+            .await
+            .unwrap();
     })
 }
 

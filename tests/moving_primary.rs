@@ -31,7 +31,14 @@ async fn writes_refused_by_a_demoted_endpoint_are_retried_until_it_is_a_primary_
         .await
         .unwrap();
     let name = unique_name("moving");
-    client.lock(&name).lock().await.unwrap().unlock().await.unwrap();
+    client
+        .lock(&name)
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
 
     // The endpoint's server becomes a replica of another one.
     let _: () = redis::cmd("REPLICAOF")
@@ -48,7 +55,10 @@ async fn writes_refused_by_a_demoted_endpoint_are_retried_until_it_is_a_primary_
         tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(15)).await })
     };
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(!waiting.is_finished(), "the acquire gave up on a read-only endpoint");
+    assert!(
+        !waiting.is_finished(),
+        "the acquire gave up on a read-only endpoint"
+    );
     assert!(!exists(&mut raw, &name).await);
 
     // The endpoint is a primary again: the acquire is granted on it.

@@ -98,7 +98,10 @@ async fn a_mapper_maps_every_name_and_cannot_be_combined_with_a_prefix() {
         .build()
         .unwrap_err();
     assert!(matches!(err, BuildError::InvalidConfig(_)), "{err}");
-    assert!(err.to_string().contains("key_prefix and name_mapper"), "{err}");
+    assert!(
+        err.to_string().contains("key_prefix and name_mapper"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -154,8 +157,7 @@ async fn acl_credentials_from_the_config_reach_the_server() {
         .await
         .unwrap_err();
     assert!(
-        err.to_string().to_lowercase().contains("auth")
-            || err.to_string().contains("WRONGPASS"),
+        err.to_string().to_lowercase().contains("auth") || err.to_string().contains("WRONGPASS"),
         "{err}"
     );
 }

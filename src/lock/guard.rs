@@ -359,7 +359,10 @@ impl LockGuard {
     /// When the connection breaks before the reply (so whether the release ran is unknown),
     /// the client finds out: it cuts the request's connection off at the server so that the
     /// request cannot run later, reads the hold count, and sends the release once more if it
-    /// had not run.
+    /// had not run. A count one lower is taken as the release having run; when that count is
+    /// 0 it cannot be told from the hold having vanished meanwhile (a Redis restart without
+    /// its data), and the release is reported a success: the lock is not held by this owner
+    /// either way.
     ///
     /// # Errors
     ///

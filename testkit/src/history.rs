@@ -479,17 +479,20 @@ fn classify(
     faults: &[Fault],
     params: &Params,
 ) -> (Option<&'static str>, String) {
-    // A successful release proves Redis still had the hold, except for the fair kinds: their
-    // release of a lock that no longer exists reports success (Redisson's fair unlock script,
-    // docs/LAYOUT.md §4.7, which the crate follows).
+    // A wipe destroyed the earlier hold, whatever its release said afterwards: a release whose
+    // reply was lost in the restart is settled by reading the hold count, and a count of 0
+    // cannot tell a release that ran from a hold that was wiped (the crate reports success).
+    if wiped_between(faults, earlier.acquired_ns, t) {
+        return (Some("wiped"), String::new());
+    }
+    // Otherwise a successful release proves Redis still had the hold, except for the fair
+    // kinds: their release of a lock that no longer exists reports success (Redisson's fair
+    // unlock script, docs/LAYOUT.md §4.7, which the crate follows).
     if earlier.released_ok && !earlier.is_fair() {
         return (
             None,
             "the earlier holder's release succeeded: Redis had both holds".into(),
         );
-    }
-    if wiped_between(faults, earlier.acquired_ns, t) {
-        return (Some("wiped"), String::new());
     }
     if earlier.lost_ns.is_some_and(|lost| lost <= t) {
         return (Some("signalled"), String::new());
@@ -773,15 +776,21 @@ mod tests {
     }
 
     #[test]
-    fn a_released_earlier_hold_is_always_a_violation() {
+    fn a_released_earlier_hold_is_a_violation_unless_a_wipe_destroyed_it() {
         let holds = [
-            hold("java#1", "lock", 0, 5000),
-            hold("rust#1", "lock", 4000, 4100),
+            hold("rust#1", "lock", 0, 5000),
+            hold("java#1", "lock", 4000, 4100),
         ];
-        let faults = [fault(FaultClass::RestartWiped, None, 100, 200)];
-        let report = check(&holds, &faults, &params());
+        // Even a long blackout or an early lost signal does not explain it: Redis had both.
+        let blackout = [fault(FaultClass::LinkFreeze, Some("rust#1"), 1000, 3900)];
+        let report = check(&holds, &blackout, &params());
         assert_eq!(report.violations().count(), 1);
         assert!(report.overlaps[0].detail.contains("release succeeded"));
+        // A wipe during the hold: the release's success was a settled lost reply.
+        let faults = [fault(FaultClass::RestartWiped, None, 100, 200)];
+        let report = check(&holds, &faults, &params());
+        assert!(report.is_clean(), "{}", report.table());
+        assert_eq!(report.overlaps[0].reason, Some("wiped"));
     }
 
     #[test]
