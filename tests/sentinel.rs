@@ -32,11 +32,11 @@ use tokio::time::{sleep, timeout};
 /// A raw connection to the data node the Sentinels name as master now.
 async fn master_con(setup: &RedisSentinel) -> MultiplexedConnection {
     let addr = setup.current_master_addr().expect("a master");
-    redis::Client::open(format!("redis://{addr}"))
-        .unwrap()
-        .get_multiplexed_async_connection()
+    setup
+        .server_at(addr)
+        .expect("the master is one of the data nodes")
+        .conn()
         .await
-        .unwrap()
 }
 
 /// A client of the setup's master, found through its Sentinels.

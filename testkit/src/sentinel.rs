@@ -144,8 +144,7 @@ impl RedisSentinel {
             }
             let after = self.current_master_addr()?;
             let server = self
-                .servers()
-                .find(|s| s.addr() == after)
+                .server_at(after)
                 .ok_or_else(|| format!("{after} is none of the data nodes"))?;
             let mut con = connect_with_timeout(server, QUERY_TIMEOUT)?;
             let role: Vec<redis::Value> = redis::cmd("ROLE")
