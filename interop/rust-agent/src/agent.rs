@@ -69,11 +69,11 @@ impl Agent {
                 lease,
             } => {
                 let guard = self
-                    .lock(kind, name)?
+                    .lock(kind, &name)?
                     .lock_with_options(&options(owner, lease))
                     .await?;
                 let reply = token_reply(&guard);
-                self.holds.push(kind, guard);
+                self.holds.push(kind, name, guard);
                 Ok(reply)
             }
             Op::TryLock {
@@ -84,13 +84,13 @@ impl Agent {
                 lease,
             } => {
                 let guard = self
-                    .lock(kind, name)?
+                    .lock(kind, &name)?
                     .try_lock_with_options(wait, &options(owner, lease))
                     .await?;
                 let mut reply = vec![("acquired", guard.is_some().into())];
                 if let Some(guard) = guard {
                     reply.extend(token_reply(&guard));
-                    self.holds.push(kind, guard);
+                    self.holds.push(kind, name, guard);
                 }
                 Ok(reply)
             }

@@ -22,8 +22,10 @@ pub struct Holds {
 }
 
 impl Holds {
-    pub fn push(&self, kind: Kind, guard: LockGuard) {
-        let key = (kind, guard.name().to_owned(), guard.owner().id());
+    /// Stores `guard`, taken on the lock the request named `name` (`guard.name()` is the Redis
+    /// key, which differs under `--name-prefix`).
+    pub fn push(&self, kind: Kind, name: String, guard: LockGuard) {
+        let key = (kind, name, guard.owner().id());
         self.lock().entry(key).or_default().push(guard);
     }
 

@@ -46,13 +46,6 @@ async fn main() -> ExitCode {
         }
         Err(message) => return fail(2, &message),
     };
-    if options.mode == Mode::Sentinel {
-        let mode = options.mode.as_str();
-        return fail(
-            2,
-            &format!("mode {mode} is not supported by this crate yet"),
-        );
-    }
     let mut builder = Client::builder()
         .watchdog_timeout(options.watchdog)
         .fair_wait_timeout(options.fair_wait)
@@ -61,8 +54,16 @@ async fn main() -> ExitCode {
         Mode::Cluster => builder
             .cluster([options.redis.clone()])
             .pubsub(options.pubsub),
-        _ => builder.url(&options.redis),
+        Mode::Sentinel => builder.sentinel([options.redis.clone()], options.master.clone()),
+        Mode::Single => builder.url(&options.redis),
     };
+    if let Some(user) = &options.user {
+        builder = builder.username(user);
+    }
+    if let Some(password) = &options.password {
+        builder = builder.password(password);
+    }
+    builder = builder.key_prefix(options.name_prefix.clone());
     let client = match builder.connect().await {
         Ok(client) => client,
         Err(e) => return fail(1, &format!("cannot reach Redis at {}: {e}", options.redis)),
@@ -108,11 +109,9 @@ async fn connect(client: Client, options: &Options) -> Result<Agent, String> {
         .is_locked()
         .await
         .map_err(|e| format!("cannot reach Redis at {url}: {e}"))?;
-    let counter = match options.mode {
-        Mode::Cluster => Counter::connect_cluster(&url, timeout).await,
-        _ => Counter::connect(&url, timeout).await,
-    }
-    .map_err(|e| format!("cannot reach Redis at {url}: {e}"))?;
+    let counter = Counter::connect(options, timeout)
+        .await
+        .map_err(|e| format!("cannot reach Redis at {url}: {e}"))?;
     Ok(Agent::new(client, counter))
 }
 

@@ -6,12 +6,15 @@ use std::time::Duration;
 pub const USAGE: &str = "\
 usage: redisson-sync-agent [OPTIONS]
   --redis URL                        Redis URL (default redis://127.0.0.1:6379)
-  --mode single|cluster|sentinel     topology (default single; sentinel is not supported yet)
-  --master NAME                      sentinel master name
+  --mode single|cluster|sentinel     topology (default single)
+  --master NAME                      sentinel master name (default mymaster; --redis names a Sentinel)
   --watchdog-ms N                    watchdog lease in ms (default 30000)
   --fair-wait-ms N                   fair-lock waiter slot in ms (default 300000)
   --pubsub auto|classic|sharded|both pub/sub flavour in cluster mode (default auto)
   --redisson VERSION                 Java agent only; accepted and ignored
+  --user NAME                        ACL user for the data nodes (default: the URL's)
+  --password PASSWORD                password for the data nodes (default: the URL's)
+  --name-prefix PREFIX               put before every name (Redisson NameMapper; default none)
 Speaks the JSON-lines protocol of CONFORMANCE_PROTOCOL.md on stdin/stdout.";
 
 /// The topology given with `--mode`.
@@ -22,18 +25,8 @@ pub enum Mode {
     Sentinel,
 }
 
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Single => "single",
-            Self::Cluster => "cluster",
-            Self::Sentinel => "sentinel",
-        }
-    }
-}
-
-/// The parsed options. `redis`, `mode`, `watchdog`, `fair_wait` and `pubsub` change what this
-/// agent does; the others are validated so that a driver gets the same answer from both agents.
+/// The parsed options. `--redisson` (the Java agent's) is only validated, so that a driver
+/// gets the same answer from both agents; every other option changes what this agent does.
 #[derive(Clone, Debug)]
 pub struct Options {
     pub redis: String,
@@ -43,6 +36,14 @@ pub struct Options {
     pub fair_wait: Duration,
     /// `--pubsub`: `Config::pubsub` (cluster mode only).
     pub pubsub: redisson_sync::PubSubMode,
+    /// `--master`: the Sentinel master name (sentinel mode).
+    pub master: String,
+    /// `--user`, `--password`: `Config::username`, `Config::password`.
+    pub user: Option<String>,
+    pub password: Option<String>,
+    /// `--name-prefix`: `Config::key_prefix` (also put before the `stress` counter's key, as
+    /// Redisson's NameMapper does to the Java agent's counter bucket).
+    pub name_prefix: String,
 }
 
 impl Options {
@@ -55,6 +56,10 @@ impl Options {
             watchdog: Duration::from_secs(30),
             fair_wait: Duration::from_secs(300),
             pubsub: redisson_sync::PubSubMode::Auto,
+            master: "mymaster".to_owned(),
+            user: None,
+            password: None,
+            name_prefix: String::new(),
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -82,11 +87,18 @@ impl Options {
                         _ => return Err(bad_value(&name, &value, "single|cluster|sentinel")),
                     }
                 }
-                "--master" | "--redisson" => {
+                "--master" | "--redisson" | "--user" => {
                     if value.is_empty() {
                         return Err(bad_value(&name, &value, "a non-empty string"));
                     }
+                    match name.as_str() {
+                        "--master" => options.master = value,
+                        "--user" => options.user = Some(value),
+                        _ => {}
+                    }
                 }
+                "--password" => options.password = Some(value),
+                "--name-prefix" => options.name_prefix = value,
                 "--watchdog-ms" => {
                     options.watchdog = Duration::from_millis(millis(&name, &value)?);
                 }

@@ -20,6 +20,9 @@ pub struct Options {
     pub redisson: String,
     /// `--mode cluster`: the scenarios that can run on a Redis Cluster, on one.
     pub cluster: bool,
+    /// `--mode sentinel`: the same scenarios on a master behind three Sentinels (two
+    /// replicas), both agents in sentinel mode, plus the Sentinel failover scenario.
+    pub sentinel: bool,
     /// `--pubsub`: the Java agent's (and, unless `--rust-pubsub`, the Rust agent's) pub/sub
     /// flavour in cluster mode.
     pub pubsub: String,
@@ -37,6 +40,7 @@ impl Options {
             root: std::env::current_dir().map_err(|e| e.to_string())?,
             redisson: "4.7.0".into(),
             cluster: false,
+            sentinel: false,
             pubsub: "auto".into(),
             rust_pubsub: None,
             smoke: false,
@@ -50,10 +54,14 @@ impl Options {
                 "--root" => options.root = PathBuf::from(value()?),
                 "--redisson" => options.redisson = value()?,
                 "--mode" => {
-                    options.cluster = match value()?.as_str() {
-                        "cluster" => true,
-                        "single" => false,
-                        other => return Err(format!("--mode single|cluster, not {other:?}")),
+                    let mode = value()?;
+                    (options.cluster, options.sentinel) = match mode.as_str() {
+                        "cluster" => (true, false),
+                        "sentinel" => (false, true),
+                        "single" => (false, false),
+                        other => {
+                            return Err(format!("--mode single|cluster|sentinel, not {other:?}"));
+                        }
                     }
                 }
                 "--pubsub" => options.pubsub = value()?,
@@ -105,12 +113,16 @@ impl Ctx {
                     .map(|r| format!("-rust-{r}"))
                     .unwrap_or_default()
             )
+        } else if options.sentinel {
+            format!("{}-sentinel", options.redisson)
         } else {
             options.redisson.clone()
         });
         std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
         let server = if options.cluster {
             Backend::Cluster(server::start_cluster()?)
+        } else if options.sentinel {
+            Backend::Sentinel(server::start_sentinel()?)
         } else {
             Backend::Single(server::start(&logs)?)
         };
@@ -201,6 +213,14 @@ fn start_agent(
             "cluster".to_string(),
             "--pubsub".to_string(),
             pubsub.clone(),
+        ]);
+    }
+    if let Backend::Sentinel(setup) = server {
+        args.extend([
+            "--mode".to_string(),
+            "sentinel".to_string(),
+            "--master".to_string(),
+            setup.master_name().to_string(),
         ]);
     }
     let log = logs.join(format!("agent-{imp}-{n}.log"));

@@ -8,11 +8,14 @@
 //! ```text
 //! interop/run [--redisson VERSION] [--smoke] [--only SUBSTRING] [--handoffs N] [--iterations N]
 //! interop/run --mode cluster [--pubsub auto|classic|sharded] [--rust-pubsub both] [--smoke]
+//! interop/run --mode sentinel [--smoke]
 //! ```
 //!
 //! With `--mode cluster` the scenarios that look at Redis only through keys run on a Redis
 //! Cluster of their own (3 masters, 3 replicas), both agents in cluster mode with `--pubsub`
-//! (the Rust agent with `--rust-pubsub` when given).
+//! (the Rust agent with `--rust-pubsub` when given). With `--mode sentinel` the same scenarios
+//! run on a master with two replicas behind three Sentinels, both agents in sentinel mode, and
+//! last a Sentinel failover.
 //! (`interop/run` builds the agents first; this binary itself never compiles anything.)
 
 mod ctx;
@@ -32,7 +35,7 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("interop-scenarios: {message}");
             eprintln!(
-                "usage: interop-scenarios [--root DIR] [--redisson VERSION] [--mode single|cluster] \
+                "usage: interop-scenarios [--root DIR] [--redisson VERSION] [--mode single|cluster|sentinel] \
                  [--pubsub MODE] [--rust-pubsub MODE] [--smoke] \
                  [--only SUBSTRING] [--handoffs N] [--iterations N]"
             );
@@ -56,6 +59,8 @@ fn main() -> ExitCode {
                 .as_deref()
                 .unwrap_or(&ctx.options.pubsub)
         )
+    } else if ctx.options.sentinel {
+        format!("sentinel {} (master mymaster)", ctx.server.url())
     } else {
         ctx.server.url()
     };

@@ -62,6 +62,10 @@ mod inspect;
 #[path = "variants.rs"]
 mod variants;
 
+// Key prefixes and Sentinel (issue 13): a child module, like `variants`.
+#[path = "topology.rs"]
+mod topology;
+
 type Run = fn(&Ctx, Impl, Impl) -> Result<String, String>;
 
 pub struct Scenario {
@@ -72,7 +76,10 @@ pub struct Scenario {
     pub directed: bool,
     /// Also run on a Redis Cluster (`--mode cluster`): it looks at Redis only through keys,
     /// never through a plain subscriber or `PUBSUB NUMSUB` (sharded channels are not there).
+    /// The same scenarios run behind Sentinel (`--mode sentinel`).
     pub cluster: bool,
+    /// Only with `--mode sentinel` (a failover of the Sentinels' master).
+    pub sentinel_only: bool,
     pub run: Run,
 }
 
@@ -82,6 +89,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: false,
         cluster: true,
+        sentinel_only: false,
         run: protocol,
     },
     Scenario {
@@ -89,6 +97,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: exclusion,
     },
     Scenario {
@@ -96,6 +105,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: wake_up,
     },
     Scenario {
@@ -103,6 +113,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: reentrancy,
     },
     Scenario {
@@ -110,6 +121,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: queries_agree,
     },
     Scenario {
@@ -117,6 +129,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: not_held,
     },
     Scenario {
@@ -124,6 +137,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: force_unlock_wakes,
     },
     Scenario {
@@ -131,6 +145,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: watchdog,
     },
     Scenario {
@@ -138,6 +153,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: paused_holder,
     },
     Scenario {
@@ -145,6 +161,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: explicit_lease,
     },
     Scenario {
@@ -152,6 +169,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: false,
         cluster: true,
+        sentinel_only: false,
         run: same_bytes,
     },
     Scenario {
@@ -159,6 +177,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: false,
         cluster: true,
+        sentinel_only: false,
         run: mixed_stress,
     },
     Scenario {
@@ -166,6 +185,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: fair::fair_order,
     },
     Scenario {
@@ -173,6 +193,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: fair::fair_head_only,
     },
     Scenario {
@@ -180,6 +201,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: fair::fair_dead_head,
     },
     Scenario {
@@ -187,6 +209,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: false,
         cluster: true,
+        sentinel_only: false,
         run: fair::fair_stress,
     },
     Scenario {
@@ -194,6 +217,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: rwlock::readers_share,
     },
     Scenario {
@@ -201,6 +225,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: rwlock::write_wakes_readers,
     },
     Scenario {
@@ -208,6 +233,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: rwlock::watchdog_readers,
     },
     Scenario {
@@ -215,6 +241,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: false,
         cluster: true,
+        sentinel_only: false,
         run: rwlock::mixed_stress,
     },
     Scenario {
@@ -222,6 +249,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: semaphore::sem_wake_up,
     },
     Scenario {
@@ -229,6 +257,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: false,
         cluster: true,
+        sentinel_only: false,
         run: semaphore::sem_stress,
     },
     Scenario {
@@ -236,6 +265,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: semaphore::psem_killed_holder,
     },
     Scenario {
@@ -243,6 +273,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: semaphore::psem_ids_cross,
     },
     Scenario {
@@ -250,6 +281,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: semaphore::latch_wake_up,
     },
     Scenario {
@@ -257,6 +289,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: variants::fenced_tokens,
     },
     Scenario {
@@ -264,6 +297,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: variants::fenced_wake_up,
     },
     Scenario {
@@ -271,6 +305,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: variants::spin_polling,
     },
     // RNonReentrantLock and RNonReentrantFairLock are Redisson 4.4.0+: not in the smoke set,
@@ -280,6 +315,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: variants::nonreentrant,
     },
     Scenario {
@@ -287,6 +323,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: true,
         cluster: true,
+        sentinel_only: false,
         run: variants::nonreentrant_fair,
     },
     // Fenced only, which Redisson 3.52.0 has: part of the smoke set.
@@ -295,6 +332,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: true,
         directed: false,
         cluster: true,
+        sentinel_only: false,
         run: variants::variants_stress,
     },
     Scenario {
@@ -302,6 +340,7 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: false,
         cluster: false,
+        sentinel_only: false,
         run: inspect::inspect_java,
     },
     Scenario {
@@ -309,7 +348,24 @@ const SCENARIOS: &[Scenario] = &[
         smoke: false,
         directed: false,
         cluster: false,
+        sentinel_only: false,
         run: inspect::watch_java_handoff,
+    },
+    Scenario {
+        name: "name prefix",
+        smoke: true,
+        directed: true,
+        cluster: false,
+        sentinel_only: false,
+        run: topology::name_prefix,
+    },
+    Scenario {
+        name: "sentinel failover",
+        smoke: true,
+        directed: false,
+        cluster: true,
+        sentinel_only: true,
+        run: topology::sentinel_failover,
     },
 ];
 
@@ -338,7 +394,10 @@ pub fn plan(options: &Options) -> Vec<PlannedRun> {
         if options.smoke && !scenario.smoke {
             continue;
         }
-        if options.cluster && !scenario.cluster {
+        if (options.cluster || options.sentinel) && !scenario.cluster {
+            continue;
+        }
+        if scenario.sentinel_only && !options.sentinel {
             continue;
         }
         if options

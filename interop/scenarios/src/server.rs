@@ -6,7 +6,7 @@ use std::path::Path;
 
 use redis::{Cmd, RedisResult, Value};
 
-pub use testkit::{RedisCluster, RedisServer};
+pub use testkit::{RedisCluster, RedisSentinel, RedisServer};
 
 /// A connection for looking at what Redis holds: to the single server, or to the cluster
 /// (routed by key; `KEYS` goes to every master).
@@ -62,10 +62,12 @@ impl redis::ConnectionLike for Connection {
     }
 }
 
-/// Where the scenarios run: one server, or a cluster of 3 masters with a replica each.
+/// Where the scenarios run: one server, a cluster of 3 masters with a replica each, or a
+/// master with two replicas behind three Sentinels.
 pub enum Backend {
     Single(RedisServer),
     Cluster(RedisCluster),
+    Sentinel(RedisSentinel),
 }
 
 impl Backend {
@@ -74,6 +76,7 @@ impl Backend {
         match self {
             Self::Single(server) => server.url(),
             Self::Cluster(cluster) => cluster.seed_urls()[0].clone(),
+            Self::Sentinel(setup) => setup.sentinel_urls()[0].clone(),
         }
     }
 
@@ -88,6 +91,14 @@ impl Backend {
                 .and_then(|c| c.get_connection())
                 .map(|c| Connection::Cluster(Box::new(c), cluster.seed_urls()))
                 .map_err(|e| format!("cluster connection: {e}")),
+            // The master the Sentinels name now.
+            Self::Sentinel(setup) => {
+                let addr = setup.current_master_addr()?;
+                redis::Client::open(format!("redis://{addr}"))
+                    .and_then(|c| c.get_connection())
+                    .map(Connection::Single)
+                    .map_err(|e| format!("master {addr}: {e}"))
+            }
         }
     }
 }
@@ -95,6 +106,11 @@ impl Backend {
 /// Starts a cluster of 3 masters and 3 replicas, its nodes' files under `logs`.
 pub fn start_cluster() -> Result<RedisCluster, String> {
     RedisCluster::builder().masters(3).replicas(1).try_start()
+}
+
+/// Starts a master, two replicas and three Sentinels.
+pub fn start_sentinel() -> Result<RedisSentinel, String> {
+    RedisSentinel::try_start()
 }
 
 /// Starts `redis-server` without persistence, its files in a fresh directory under `logs`

@@ -9,6 +9,9 @@ final class Options {
     long fairWaitMs = 300000;
     String pubsub = "auto";
     String redisson = "4.7.0";
+    String user = null;
+    String password = null;
+    String namePrefix = "";
 
     /** Thrown for an unknown option or a bad value; main() reports it and exits 2. */
     static final class UsageException extends Exception {
@@ -18,7 +21,8 @@ final class Options {
     }
 
     static final String USAGE = "usage: Agent [--redis URL] [--mode single|cluster|sentinel] [--master NAME]"
-            + " [--watchdog-ms N] [--fair-wait-ms N] [--pubsub auto|classic|sharded] [--redisson VERSION]";
+            + " [--watchdog-ms N] [--fair-wait-ms N] [--pubsub auto|classic|sharded] [--redisson VERSION]"
+            + " [--user NAME] [--password PASSWORD] [--name-prefix PREFIX]";
 
     static Options parse(String[] args) throws UsageException {
         Options o = new Options();
@@ -39,6 +43,9 @@ final class Options {
                 case "--fair-wait-ms":
                 case "--pubsub":
                 case "--redisson":
+                case "--user":
+                case "--password":
+                case "--name-prefix":
                     break;
                 default:
                     throw new UsageException("unknown option: " + arg);
@@ -85,6 +92,18 @@ final class Options {
                         throw new UsageException("--redisson must not be empty");
                     }
                     o.redisson = value;
+                    break;
+                case "--user":
+                    if (value.isEmpty()) {
+                        throw new UsageException("--user must not be empty");
+                    }
+                    o.user = value;
+                    break;
+                case "--password":
+                    o.password = value;
+                    break;
+                case "--name-prefix":
+                    o.namePrefix = value;
                     break;
                 default:
                     throw new AssertionError(key);

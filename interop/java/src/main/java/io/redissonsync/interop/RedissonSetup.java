@@ -1,6 +1,7 @@
 package io.redissonsync.interop;
 
 import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 
 import org.redisson.Redisson;
 import org.redisson.api.RedissonClient;
@@ -31,9 +32,11 @@ final class RedissonSetup {
                 && o.fairWaitMs != 300000) {
             warn("this Redisson version has no Config.setFairLockWaitTimeout; --fair-wait-ms ignored");
         }
+        Object server;
         switch (o.mode) {
             case "single": {
                 SingleServerConfig s = config.useSingleServer();
+                server = s;
                 s.setAddress(o.redis);
                 s.setConnectionPoolSize(POOL_SIZE);
                 s.setConnectionMinimumIdleSize(MIN_IDLE);
@@ -42,6 +45,7 @@ final class RedissonSetup {
             }
             case "cluster": {
                 ClusterServersConfig c = config.useClusterServers();
+                server = c;
                 c.addNodeAddress(o.redis);
                 c.setMasterConnectionPoolSize(POOL_SIZE);
                 c.setMasterConnectionMinimumIdleSize(MIN_IDLE);
@@ -56,6 +60,7 @@ final class RedissonSetup {
             }
             case "sentinel": {
                 SentinelServersConfig s = config.useSentinelServers();
+                server = s;
                 s.setMasterName(o.master);
                 s.addSentinelAddress(o.redis);
                 // A test setup often runs a single sentinel; Redisson's startup check wants >= 2.
@@ -71,7 +76,59 @@ final class RedissonSetup {
             default:
                 throw new IllegalArgumentException("mode " + o.mode);
         }
+        // Redisson 4 has these on Config (the server config's are deprecated); 3.x on the
+        // server config only.
+        if (o.user != null) {
+            setOnConfigOrServer(config, server, "setUsername", String.class, o.user);
+        }
+        if (o.password != null) {
+            setOnConfigOrServer(config, server, "setPassword", String.class, o.password);
+        }
+        if (!o.namePrefix.isEmpty()) {
+            Class<?> type = nameMapperType();
+            setOnConfigOrServer(config, server, "setNameMapper", type, prefixMapper(type, o.namePrefix));
+        }
         return config;
+    }
+
+    private static void setOnConfigOrServer(Config config, Object server, String name, Class<?> type, Object arg) {
+        if (!invoke(config, name, type, arg) && !invoke(server, name, type, arg)) {
+            throw new IllegalStateException("this Redisson version has no " + name + "(" + type.getSimpleName() + ")");
+        }
+    }
+
+    /** Redisson's NameMapper interface: org.redisson.config in 4.x, org.redisson.api in 3.x. */
+    private static Class<?> nameMapperType() {
+        for (String name : new String[] {"org.redisson.config.NameMapper", "org.redisson.api.NameMapper"}) {
+            try {
+                return Class.forName(name);
+            } catch (ClassNotFoundException e) {
+                // try the next
+            }
+        }
+        throw new IllegalStateException("this Redisson version has no NameMapper");
+    }
+
+    /** --name-prefix: a NameMapper that puts the prefix before every name (and takes it off). */
+    private static Object prefixMapper(Class<?> type, String prefix) {
+        return Proxy.newProxyInstance(type.getClassLoader(), new Class<?>[] {type}, (proxy, method, args) -> {
+            switch (method.getName()) {
+                case "map":
+                    return prefix + args[0];
+                case "unmap": {
+                    String name = (String) args[0];
+                    return name.startsWith(prefix) ? name.substring(prefix.length()) : name;
+                }
+                case "hashCode":
+                    return System.identityHashCode(proxy);
+                case "equals":
+                    return proxy == args[0];
+                case "toString":
+                    return "NameMapper(prefix " + prefix + ")";
+                default:
+                    throw new UnsupportedOperationException(method.getName());
+            }
+        });
     }
 
     /** --pubsub auto|classic|sharded -> ShardedSubscriptionMode AUTO|OFF|ON, where it exists. */
