@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 
 use crate::config::Config;
+use crate::credentials::CredentialsProvider;
 use crate::error::{BuildError, Result};
 use crate::latch::CountDownLatch;
 use crate::lock::{
@@ -239,6 +240,7 @@ impl Client {
 pub struct ClientBuilder {
     config: Config,
     names: Option<NameMapper>,
+    credentials: Option<CredentialsProvider>,
     runtime: Option<Handle>,
 }
 
@@ -409,6 +411,42 @@ impl ClientBuilder {
         self
     }
 
+    /// Asks `provider` for the data nodes' login at every new connection (rotating tokens;
+    /// see [`CredentialsProvider`]), over [`username`](Self::username),
+    /// [`password`](Self::password) and the URL's.
+    pub fn credentials_provider(mut self, provider: CredentialsProvider) -> Self {
+        self.credentials = Some(provider);
+        self
+    }
+
+    /// Sets [`Config::tls_ca_cert`]: with the `tls` feature, `rediss://` servers must present a
+    /// certificate that chains to the CA certificates of this PEM file.
+    pub fn tls_ca_cert(mut self, path: impl Into<String>) -> Self {
+        self.config.tls_ca_cert = Some(path.into());
+        self
+    }
+
+    /// Sets [`Config::tls_client_cert`] and [`Config::tls_client_key`]: with the `tls`
+    /// feature, the client certificate (PEM) and its key presented to `rediss://` servers.
+    pub fn tls_client_cert(mut self, cert: impl Into<String>, key: impl Into<String>) -> Self {
+        self.config.tls_client_cert = Some(cert.into());
+        self.config.tls_client_key = Some(key.into());
+        self
+    }
+
+    /// Sets [`Config::sync_replicas`]: whether lock writes wait for the master's replicas
+    /// (Redisson's `checkLockSyncedSlaves`).
+    pub fn sync_replicas(mut self, mode: crate::config::SyncReplicas) -> Self {
+        self.config.sync_replicas = mode;
+        self
+    }
+
+    /// Sets [`Config::replica_sync_timeout`] (Redisson's `slavesSyncTimeout`).
+    pub fn replica_sync_timeout(mut self, timeout: Duration) -> Self {
+        self.config.replica_sync_timeout = timeout;
+        self
+    }
+
     /// Sets [`Config::metrics_name_label`].
     pub fn metrics_name_label(mut self, on: bool) -> Self {
         self.config.metrics_name_label = on;
@@ -447,7 +485,12 @@ impl ClientBuilder {
             Some(h) => h,
             None => Handle::try_current().map_err(|_| BuildError::NoRuntime)?,
         };
-        let shared = Arc::new(Shared::new(self.config, names, Tasks::new(handle))?);
+        let shared = Arc::new(Shared::new(
+            self.config,
+            names,
+            self.credentials,
+            Tasks::new(handle),
+        )?);
         Ok(Client {
             last_handle: Arc::new(LastHandle(shared.clone())),
             shared,

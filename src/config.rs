@@ -129,6 +129,97 @@ pub struct Config {
     ///
     /// Default: empty (names are the keys, as given).
     pub key_prefix: String,
+    /// Whether lock writes wait for the master's replicas (Redisson's `checkLockSyncedSlaves`,
+    /// docs/LAYOUT.md §1.7): see [`SyncReplicas`].
+    ///
+    /// Default: [`SyncReplicas::Auto`] (on with Sentinel and in a cluster, off on a single
+    /// server, as Redisson).
+    pub sync_replicas: SyncReplicas,
+    /// How long a synced write waits for its replicas (`WAIT`'s timeout; Redisson's
+    /// `slavesSyncTimeout`).
+    ///
+    /// Default: 1 s.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "replica_sync_timeout_ms", with = "ms")
+    )]
+    pub replica_sync_timeout: Duration,
+    /// With the `tls` feature: a PEM file of the CA certificates that `rediss://` servers'
+    /// certificates must chain to, instead of the system's roots (Redisson's
+    /// `sslTruststore`).
+    ///
+    /// Default: none (the system's roots).
+    pub tls_ca_cert: Option<String>,
+    /// With the `tls` feature: a PEM file of the client certificate to present, for servers
+    /// that ask for one (`tls-auth-clients yes`; Redisson's `sslKeystore`). Set
+    /// [`tls_client_key`](Self::tls_client_key) with it.
+    ///
+    /// Default: none.
+    pub tls_client_cert: Option<String>,
+    /// With the `tls` feature: a PEM file of the client certificate's private key.
+    ///
+    /// Default: none.
+    pub tls_client_key: Option<String>,
+}
+
+/// Whether lock writes are followed by `WAIT` on the master's replicas (Redisson's
+/// `checkLockSyncedSlaves`, docs/LAYOUT.md §1.7).
+///
+/// With replica sync, every call Redisson syncs (lock acquire, unlock, renewal, force unlock,
+/// a fair waiter's give-up; semaphore acquire and release; permit-expirable semaphore
+/// acquire, release and permit changes) is pipelined with `WAIT <replicas>
+/// <replica_sync_timeout>` on the same connection, `<replicas>` being the replicas the master
+/// reports (`INFO replication`, re-read every few seconds). When replicas were expected and
+/// none acknowledged in time, an acquire releases what it got and returns
+/// [`Error::ReplicasNotSynced`](crate::Error::ReplicasNotSynced); the other calls did take
+/// effect on the master, so they succeed with a warning (a renewal that was not synced is
+/// simply made again at the next tick). A server that refuses `WAIT` turns replica sync off
+/// for the client, with one warning.
+///
+/// `WAIT` narrows, but does not close, the window in which a failover loses a lock: Redis
+/// replication stays asynchronous (see RELIABILITY.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "lowercase")
+)]
+#[non_exhaustive]
+pub enum SyncReplicas {
+    /// On with Sentinel and in a cluster; off on a single server (Redisson skips `WAIT` in
+    /// its single-server mode).
+    #[default]
+    Auto,
+    /// On in every mode, a single server's replicas included.
+    On,
+    /// Never: lock writes are plain script calls.
+    Off,
+}
+
+impl SyncReplicas {
+    /// The name used in configuration (`auto`, `on`, `off`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::On => "on",
+            Self::Off => "off",
+        }
+    }
+}
+
+impl std::str::FromStr for SyncReplicas {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "on" => Ok(Self::On),
+            "off" => Ok(Self::Off),
+            other => Err(format!(
+                "sync_replicas must be auto, on or off, got {other:?}"
+            )),
+        }
+    }
 }
 
 impl std::fmt::Debug for Config {
@@ -153,6 +244,11 @@ impl std::fmt::Debug for Config {
             .field("ping_interval", &self.ping_interval)
             .field("metrics_name_label", &self.metrics_name_label)
             .field("key_prefix", &self.key_prefix)
+            .field("sync_replicas", &self.sync_replicas)
+            .field("replica_sync_timeout", &self.replica_sync_timeout)
+            .field("tls_ca_cert", &self.tls_ca_cert)
+            .field("tls_client_cert", &self.tls_client_cert)
+            .field("tls_client_key", &self.tls_client_key)
             .finish()
     }
 }
@@ -249,6 +345,11 @@ impl Default for Config {
             ping_interval: Duration::from_secs(1),
             metrics_name_label: false,
             key_prefix: String::new(),
+            sync_replicas: SyncReplicas::Auto,
+            replica_sync_timeout: Duration::from_secs(1),
+            tls_ca_cert: None,
+            tls_client_cert: None,
+            tls_client_key: None,
         }
     }
 }
@@ -363,6 +464,11 @@ impl Config {
                 self.ping_interval,
                 Duration::from_millis(1),
             ),
+            (
+                "replica_sync_timeout",
+                self.replica_sync_timeout,
+                Duration::from_millis(1),
+            ),
         ] {
             if value < min {
                 return bad(format!("{field} must be at least {min:?}, got {value:?}"));
@@ -372,6 +478,15 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// Whether synced calls are followed by `WAIT` (see [`SyncReplicas`]).
+    pub(crate) fn syncs_replicas(&self) -> bool {
+        match self.sync_replicas {
+            SyncReplicas::Auto => self.is_cluster() || self.is_sentinel(),
+            SyncReplicas::On => true,
+            SyncReplicas::Off => false,
+        }
     }
 
     /// Renewal period of the watchdog: a third of the watchdog timeout, as Redisson schedules.
@@ -418,7 +533,32 @@ mod tests {
         assert_eq!(c.renew_interval(), Duration::from_secs(10));
         assert_eq!(c.watchdog_batch_size, 100);
         assert_eq!(c.command_timeout, Duration::from_secs(3));
+        assert_eq!(c.replica_sync_timeout, Duration::from_secs(1));
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn replica_sync_follows_the_mode_like_redisson() {
+        assert!(!Config::default().syncs_replicas());
+        assert!(Config::from_cluster(["redis://127.0.0.1:7000"]).syncs_replicas());
+        assert!(Config::from_sentinel(["redis://127.0.0.1:26379"], "m").syncs_replicas());
+        let on = Config {
+            sync_replicas: SyncReplicas::On,
+            ..Config::default()
+        };
+        assert!(on.syncs_replicas());
+        let off = Config {
+            sync_replicas: SyncReplicas::Off,
+            ..Config::from_cluster(["redis://127.0.0.1:7000"])
+        };
+        assert!(!off.syncs_replicas());
+        assert_eq!("on".parse::<SyncReplicas>(), Ok(SyncReplicas::On));
+        assert!(
+            "yes"
+                .parse::<SyncReplicas>()
+                .unwrap_err()
+                .contains("auto, on or off")
+        );
     }
 
     #[test]

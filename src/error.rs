@@ -81,6 +81,21 @@ pub enum Error {
     /// derived keys would fall in different cluster slots. The message names the fix; nothing
     /// was written.
     Topology(String),
+    /// Replica sync is on ([`Config::sync_replicas`](crate::Config::sync_replicas)) and none of
+    /// the master's replicas acknowledged an acquire within the replica sync timeout
+    /// (Redisson's `NoSyncedSlavesException`, "None of slaves were synced"). What the acquire
+    /// got was released again: the caller holds nothing. Worth another try once the replicas
+    /// catch up.
+    ReplicasNotSynced {
+        /// What was being done, e.g. `"acquire"`.
+        operation: &'static str,
+        /// The lock or semaphore name.
+        name: String,
+        /// How many replicas the master reported.
+        replicas: u32,
+        /// How long `WAIT` waited.
+        after: Duration,
+    },
     /// The client was shut down with [`Client::shutdown`](crate::Client::shutdown).
     Shutdown,
     /// A script returned a reply this crate does not understand.
@@ -210,6 +225,15 @@ impl fmt::Display for Error {
             ),
             Self::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
             Self::Topology(msg) => f.write_str(msg),
+            Self::ReplicasNotSynced {
+                operation,
+                name,
+                replicas,
+                after,
+            } => write!(
+                f,
+                "none of the master's {replicas} replicas acknowledged the {operation} of                  {name:?} within {after:?}; it was released again (Redisson: None of slaves                  were synced)"
+            ),
             Self::Shutdown => write!(f, "the client has been shut down"),
             Self::UnexpectedReply { script, detail } => {
                 write!(f, "unexpected reply from script {script}: {detail}")

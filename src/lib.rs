@@ -9,6 +9,7 @@
 // the services on top of it (pub/sub, watchdog); the client's shared state and its record of
 // holds; the wait engine; the primitives; the client facade.
 mod config;
+mod credentials;
 mod error;
 mod fasthash;
 mod layout;
@@ -38,7 +39,8 @@ mod inspect;
 mod client;
 
 pub use client::{Client, ClientBuilder};
-pub use config::{Config, PubSubMode};
+pub use config::{Config, PubSubMode, SyncReplicas};
+pub use credentials::{Credentials, CredentialsError, CredentialsProvider};
 pub use error::{BuildError, Error, Result};
 pub use inspect::{
     AcquiredPermit, CounterHint, HoldMode, Holder, Inspect, ReadMarker, Snapshot, StructureKind,

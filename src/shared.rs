@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::conn::Conn;
+use crate::credentials::CredentialsProvider;
 use crate::error::{BuildError, Error, Result};
 use crate::holds::Holds;
 use crate::names::NameMapper;
@@ -73,9 +74,14 @@ impl Drop for LastHandle {
 }
 
 impl Shared {
-    pub(crate) fn new(config: Config, names: NameMapper, tasks: Tasks) -> Result<Self, BuildError> {
+    pub(crate) fn new(
+        config: Config,
+        names: NameMapper,
+        credentials: Option<CredentialsProvider>,
+        tasks: Tasks,
+    ) -> Result<Self, BuildError> {
         let id = crate::layout::client_id(&uuid::Uuid::new_v4());
-        let conn = Arc::new(Conn::new(&config)?);
+        let conn = Arc::new(Conn::new(&config, credentials)?);
         conn.start(&tasks);
         let pubsub = PubSub::start(conn.clone(), config.ping_interval, &tasks);
         let watchdog = Watchdog::start(

@@ -497,6 +497,92 @@ fn watchdog_renews_on_every_master(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output =
     })
 }
 
+/// With a credentials provider every node connection logs in as the provider's user; with
+/// replica sync (`auto`: on in a cluster) every acquire and unlock is followed by one `WAIT`
+/// on the master of its slot, on each of the three masters.
+fn replica_sync_and_credentials_on_every_master(
+    ctx: &mut Ctx,
+) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        use redisson_sync::{Credentials, CredentialsProvider};
+
+        for node in ctx.cluster.nodes() {
+            let mut con = ctx.cluster.server(node.index).conn().await;
+            let _: () = redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg("cluster-app")
+                .arg("on")
+                .arg(">cluster-token")
+                .arg("~*")
+                .arg("&*")
+                .arg("+@all")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+        }
+        let asked = Arc::new(AtomicUsize::new(0));
+        let provider = {
+            let asked = asked.clone();
+            CredentialsProvider::new(move || {
+                asked.fetch_add(1, Ordering::SeqCst);
+                async { Ok(Credentials::new("cluster-app", "cluster-token")) }
+            })
+        };
+        let client = Client::builder()
+            .cluster(ctx.seeds())
+            .credentials_provider(provider)
+            .connect()
+            .await
+            .unwrap();
+        let names = ctx.names_on_every_master(&unique_name("sync"));
+        // Scripts loaded on every master first (a NOSCRIPT sends the pipeline twice).
+        for (name, _) in &names {
+            let guard = client.lock(name.clone()).try_lock().await.unwrap().unwrap();
+            guard.unlock().await.unwrap();
+        }
+        for (name, node) in &names {
+            let mut master = ctx.cluster.server(node.index).conn().await;
+            let waits = |info: String| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix("cmdstat_wait:calls="))
+                    .and_then(|rest| rest.split(',').next())
+                    .map_or(0, |n| n.parse::<u64>().unwrap())
+            };
+            let before = waits(
+                redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query_async(&mut master)
+                    .await
+                    .unwrap(),
+            );
+            let guard = client.lock(name.clone()).try_lock().await.unwrap().unwrap();
+            guard.unlock().await.unwrap();
+            let after = waits(
+                redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query_async(&mut master)
+                    .await
+                    .unwrap(),
+            );
+            assert_eq!(after - before, 2, "WAITs on the master of {name}");
+            let clients: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query_async(&mut master)
+                .await
+                .unwrap();
+            assert!(clients.contains("user=cluster-app"), "{clients}");
+        }
+        assert!(
+            asked.load(Ordering::SeqCst) >= 3,
+            "the provider was not asked per node"
+        );
+        client.shutdown().await;
+    })
+}
+
 /// A name whose derived keys fall in other slots is refused before anything is written.
 fn names_across_slots_are_refused(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
     Box::pin(async move {
@@ -1003,12 +1089,17 @@ fn a_killed_master_loses_an_unreplicated_lock_and_the_guard_says_so(
 ) -> Pin<Box<dyn Future<Output = ()> + '_>> {
     Box::pin(async move {
         let watchdog = ms(1500);
-        let holder = ctx
-            .client(PubSubMode::Auto, watchdog, Duration::from_secs(1))
-            .await;
-        let other = ctx
-            .client(PubSubMode::Auto, watchdog, Duration::from_secs(1))
-            .await;
+        // Without replica sync: with it, an acquire the paused replica cannot acknowledge is
+        // refused (`replica_sync_and_credentials_on_every_master` and tests/replica_sync.rs).
+        let unsynced = || {
+            Client::builder()
+                .cluster(ctx.seeds())
+                .watchdog_timeout(watchdog)
+                .sync_replicas(redisson_sync::SyncReplicas::Off)
+                .connect()
+        };
+        let holder = unsynced().await.unwrap();
+        let other = unsynced().await.unwrap();
         let name = unique_name("killed");
         let master = ctx.cluster.node_for_key(&name);
         let replica = ctx.replica_of(&name);
@@ -1096,6 +1187,10 @@ const TESTS: &[(&str, TestFn)] = &[
     (
         "watchdog_renews_on_every_master",
         watchdog_renews_on_every_master,
+    ),
+    (
+        "replica_sync_and_credentials_on_every_master",
+        replica_sync_and_credentials_on_every_master,
     ),
     (
         "names_across_slots_are_refused",

@@ -161,3 +161,105 @@ async fn acl_credentials_from_the_config_reach_the_server() {
         "{err}"
     );
 }
+
+/// `ACL SETUSER app ... >password`: a user that may touch only `app:*` and the lock channels.
+async fn acl_user(raw: &mut redis::aio::MultiplexedConnection, password: &str) {
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg("resetpass")
+        .arg(format!(">{password}"))
+        .arg("~app:*")
+        .arg("~redisson_lock__channel:*")
+        .arg("&*")
+        .arg("+@all")
+        .query_async(raw)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_credentials_provider_logs_in_every_new_connection_with_its_current_answer() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use redisson_sync::{Credentials, CredentialsProvider};
+
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    acl_user(&mut raw, "token-1").await;
+    let current = Arc::new(Mutex::new("token-1".to_owned()));
+    let asked = Arc::new(AtomicUsize::new(0));
+    let provider = {
+        let (current, asked) = (current.clone(), asked.clone());
+        CredentialsProvider::new(move || {
+            asked.fetch_add(1, Ordering::SeqCst);
+            let token = current.lock().unwrap().clone();
+            async move { Ok(Credentials::new("app", token)) }
+        })
+    };
+    // The URL's login is wrong: the provider's answer replaces it.
+    let url = format!("redis://nobody:wrong@127.0.0.1:{}", server.port());
+    let client = Client::builder()
+        .url(url)
+        .credentials_provider(provider)
+        .key_prefix("app:")
+        .watchdog_timeout(Duration::from_secs(3))
+        .connect()
+        .await
+        .unwrap();
+    let name = unique_name("names-provider");
+    let guard = client.lock(&name).lock().await.unwrap();
+    assert!(exists(&mut raw, &format!("app:{name}")).await);
+    let first = asked.load(Ordering::SeqCst);
+    assert!(first >= 1, "the provider was not asked");
+    let users: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(users.contains("user=app"), "{users}");
+
+    // The token rotates: the server takes only the new one, the provider answers it, and
+    // the user's open connections are closed (as a rotation that revokes sessions does).
+    acl_user(&mut raw, "token-2").await;
+    *current.lock().unwrap() = "token-2".to_owned();
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("USER")
+        .arg("app")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    // New connections log in with token-2: a waiting acquire gets through (it retries a
+    // dropped connection), the held lock's unlock works, its watchdog kept it.
+    let other = client.lock(unique_name("names-provider-2"));
+    let second = tokio::time::timeout(Duration::from_secs(10), other.lock())
+        .await
+        .expect("no acquire within 10 s")
+        .unwrap();
+    assert!(asked.load(Ordering::SeqCst) > first, "not asked again");
+    second.unlock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!guard.is_lost());
+    guard.unlock().await.unwrap();
+    assert!(!exists(&mut raw, &format!("app:{name}")).await);
+    let text = format!("{client:?}");
+    assert!(!text.contains("token-2"), "{text}");
+    client.shutdown().await;
+
+    // A provider that fails: a clear error at connect, naming the provider.
+    let failing = Client::builder()
+        .url(server.url())
+        .credentials_provider(CredentialsProvider::new(|| async {
+            Err("token service unreachable".into())
+        }))
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(
+        failing.to_string().contains("credentials provider"),
+        "{failing}"
+    );
+}

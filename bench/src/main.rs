@@ -31,6 +31,7 @@ mod drive;
 mod env;
 mod handoff;
 mod memory;
+mod replicas;
 mod report;
 mod scenarios;
 mod stats;
@@ -92,7 +93,7 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
         ..Report::default()
     };
     step("warm-up", || scenarios::warm_up(env)).map_err(|e| format!("warm-up: {e}"))?;
-    let plan: [(&str, Step); 10] = [
+    let plan: [(&str, Step); 11] = [
         ("S1", scenarios::s1),
         ("S2", scenarios::s2),
         ("S3", |e, r, _| scenarios::s3(e, r)),
@@ -103,6 +104,7 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
         ("S9", |e, r, _| scenarios::s9(e, r)),
         ("S10", |e, r, _| composed::s10(e, r)),
         ("S11", |e, r, _| cluster::s11(e, r)),
+        ("S12", |e, r, _| replicas::s12(e, r)),
     ];
     for (id, f) in plan {
         if !env.options.runs(id) {
@@ -514,4 +516,5 @@ size, each task on keys of its own (Redisson's `RFencedLock`, `RSpinLock`, `RNon
 - **S10** Rust only, in this process (one client, 8 tasks on keys of their own): `Lock`, `TokenLock` \
 (not a Redisson structure) and a `MultiLock` of three `Lock`s, acquire+release pairs/s side by side.
 - **S11** Redis Cluster: a cluster of 3 masters of its own, one Rust and one Java agent with `--mode cluster --pubsub auto` (sharded on Redis 7); `bench` of kind `lock` at the S2 64- and 512-task sizes on distinct keys (spread over the slots), and the S3 size on one key (pair p50); the scripts each master served (`cmdstat_evalsha` + `cmdstat_eval`) show the spread. The single-server figures of the same sizes are S2's.
+- **S12** replica sync: a master with two replicas and three Sentinels of its own, agents in Sentinel mode; the S1 size (one task, lock+unlock pairs) with `WAIT` after each write (Rust `--sync-replicas auto`, Redisson's default `checkLockSyncedSlaves`), and Rust with `--sync-replicas off`; the notes give Rust's cost of `WAIT` as a ratio of the two p50s.
 ";

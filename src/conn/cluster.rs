@@ -27,8 +27,11 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, Sl
 use redis::{ProtocolVersion, PushInfo, Value};
 use tokio::sync::{OnceCell, mpsc};
 
+use super::sync::{self, WaitFor, WaitReply};
+use super::tls::Tls;
 use super::{Body, Call, ServerClient};
 use crate::config::{Config, PubSubMode};
+use crate::credentials::CredentialsProvider;
 use crate::error::{BuildError, Error, Result};
 
 /// What the client publishes with and subscribes by, once settled.
@@ -54,6 +57,8 @@ pub(super) struct Cluster {
     nodes: Vec<String>,
     /// User and password for every node, over those in the seed URLs.
     credentials: (Option<String>, Option<String>),
+    provider: Option<CredentialsProvider>,
+    tls: Tls,
     mode: PubSubMode,
     calls: ClusterClient,
     /// Connection and response timeouts, for the subscription clients (each subscriber gets
@@ -93,6 +98,8 @@ impl std::fmt::Debug for Cluster {
 fn seeds(
     nodes: &[String],
     (user, password): &(Option<String>, Option<String>),
+    provider: Option<&CredentialsProvider>,
+    tls: &Tls,
 ) -> ClusterClientBuilder {
     let mut builder = ClusterClientBuilder::new(nodes.iter().map(String::as_str));
     if let Some(user) = user {
@@ -101,13 +108,26 @@ fn seeds(
     if let Some(password) = password {
         builder = builder.password(password);
     }
+    if let Some(provider) = provider {
+        builder = builder.set_credentials_provider(provider.streaming());
+    }
+    #[cfg(feature = "tls")]
+    if let Some(certs) = tls.certs() {
+        builder = builder.certs(certs);
+    }
+    #[cfg(not(feature = "tls"))]
+    let _ = tls;
     builder
 }
 
 impl Cluster {
-    pub(super) fn new(config: &Config) -> Result<Self, BuildError> {
+    pub(super) fn new(
+        config: &Config,
+        provider: Option<CredentialsProvider>,
+        tls: &Tls,
+    ) -> Result<Self, BuildError> {
         let credentials = (config.username.clone(), config.password.clone());
-        let calls = seeds(&config.cluster_nodes, &credentials)
+        let calls = seeds(&config.cluster_nodes, &credentials, provider.as_ref(), tls)
             .connection_timeout(config.connect_timeout)
             .response_timeout(config.command_timeout)
             .retries(0)
@@ -116,6 +136,8 @@ impl Cluster {
         Ok(Self {
             nodes: config.cluster_nodes.clone(),
             credentials,
+            provider,
+            tls: tls.clone(),
             mode: config.pubsub,
             calls,
             timeouts: (config.connect_timeout, config.command_timeout),
@@ -202,7 +224,12 @@ impl Cluster {
 
     /// Sends one call to the master of its key's slot, following `MOVED`, `ASK` and
     /// `NOSCRIPT` (see the module documentation); scripts go as EVALSHA.
-    pub(super) async fn run(&self, call: &Call<'_>, limit: Duration) -> Result<Value> {
+    pub(super) async fn run(
+        &self,
+        call: &Call<'_>,
+        limit: Duration,
+        wait: Option<WaitFor>,
+    ) -> Result<(Value, Option<WaitReply>)> {
         check_name(call.key)?;
         let conn = self.connection().await?;
         let route = Route::with_slot(Slot::for_key(call.key), SlotAddr::Master);
@@ -218,6 +245,13 @@ impl Cluster {
             sent.record(identity);
         }
         let request = async {
+            if let Some(wait) = wait {
+                // The call then WAIT, pipelined to the slot's master (redirects followed as
+                // for one command).
+                return sync::send(&mut routed, &call.body, wait)
+                    .await
+                    .map(|(value, reply)| (value, Some(reply)));
+            }
             match call.body {
                 Body::Script(invocation) => {
                     // EVALSHA, loaded on NOSCRIPT and sent again by redis-rs; NOSCRIPT once
@@ -240,9 +274,12 @@ impl Cluster {
                             _ => break,
                         }
                     }
-                    result
+                    result.map(|value| (value, None))
                 }
-                Body::Command(cmd) => cmd.query_async(&mut routed).await,
+                Body::Command(cmd) => cmd
+                    .query_async(&mut routed)
+                    .await
+                    .map(|value| (value, None)),
             }
         };
         let reply = match tokio::time::timeout(limit, request).await {
@@ -338,14 +375,19 @@ impl Cluster {
     )> {
         let flavour = self.check().await?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let client = seeds(&self.nodes, &self.credentials)
-            .connection_timeout(self.timeouts.0)
-            .response_timeout(self.timeouts.1)
-            .retries(3)
-            .use_protocol(ProtocolVersion::RESP3)
-            .push_sender(tx)
-            .build()
-            .map_err(Error::Redis)?;
+        let client = seeds(
+            &self.nodes,
+            &self.credentials,
+            self.provider.as_ref(),
+            &self.tls,
+        )
+        .connection_timeout(self.timeouts.0)
+        .response_timeout(self.timeouts.1)
+        .retries(3)
+        .use_protocol(ProtocolVersion::RESP3)
+        .push_sender(tx)
+        .build()
+        .map_err(Error::Redis)?;
         let limit = self.connect_timeout + self.command_timeout;
         match tokio::time::timeout(limit, client.get_async_connection()).await {
             Ok(Ok(conn)) => Ok((conn, rx, flavour)),
@@ -421,49 +463,8 @@ impl redis::aio::ConnectionLike for Routed {
                     Ok(value) => return Ok(value),
                     Err(e) => e,
                 };
-                // MOVED and ASK: the node refused the request, which did not run.
-                let redirect = e
-                    .redirect_node()
-                    .and_then(|(addr, _)| split_host_port(addr))
-                    .map(|(host, port)| SingleNodeRoutingInfo::ByAddress { host, port });
-                match (e.code(), redirect) {
-                    (Some("MOVED"), Some(node)) => {
-                        tracing::debug!(error = %e, "slot moved; following");
-                        self.target = node;
-                        self.asking = false;
-                    }
-                    (Some("ASK"), Some(node)) => {
-                        tracing::debug!(error = %e, "slot migrating; asking the importing node");
-                        self.target = node;
-                        self.asking = true;
-                    }
-                    // Refused, not run, during a migration (a multi-key request while the
-                    // slot's keys are split), a failover, or while the connection to the
-                    // slot's node is being made: start over from the slot's master, a little
-                    // later (the caller's time limit bounds it).
-                    (Some("TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN"), _) => {
-                        tracing::debug!(error = %e, "cluster in transition; trying again");
-                        self.backoff(&mut refusals).await;
-                    }
-                    _ if e.kind() == redis::ErrorKind::ClusterConnectionNotFound => {
-                        tracing::debug!(error = %e, "no connection to the slot's node yet; trying again");
-                        self.backoff(&mut refusals).await;
-                    }
-                    // The node refused the connection: the request was not sent. Its slot
-                    // may have a new master (a failover): have the map rebuilt, then again.
-                    _ if e.is_connection_refusal() => {
-                        tracing::debug!(error = %e, "the slot's node refused the connection; refreshing the slot map");
-                        self.refresh().await;
-                        self.backoff(&mut refusals).await;
-                    }
-                    // Sent, outcome unknown (a dropped connection, a timeout): never sent
-                    // again from here (the caller resolves it), but the map is rebuilt so
-                    // that the next call finds the slot's master if it changed.
-                    _ if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
-                        self.refresh().await;
-                        return Err(e);
-                    }
-                    _ => return Err(e),
+                if !self.again_after(&e, &mut refusals).await {
+                    return Err(e);
                 }
                 last = Some(e);
             }
@@ -473,17 +474,51 @@ impl redis::aio::ConnectionLike for Routed {
         })
     }
 
+    /// A pipeline to the slot's master (a synced call: the script, then `WAIT`), redirects
+    /// followed as for one command: a redirect or refusal shows in the first reply (the node
+    /// refused the whole pipeline, which did not run). The replies are values, errors
+    /// included.
     fn req_packed_commands<'a>(
         &'a mut self,
-        _pipeline: &'a redis::Pipeline,
-        _offset: usize,
-        _count: usize,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
     ) -> redis::RedisFuture<'a, Vec<Value>> {
-        Box::pin(async {
-            Err(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "pipelines are not sent through a routed call",
-            )))
+        Box::pin(async move {
+            let mut last = None;
+            let mut refusals = 0;
+            for _ in 0..MAX_SENDS {
+                let reply = if self.asking {
+                    let mut pipe = redis::pipe();
+                    pipe.cmd("ASKING");
+                    for cmd in pipeline.cmd_iter() {
+                        pipe.add_command(cmd.clone());
+                    }
+                    self.conn
+                        .route_pipeline(pipe, offset + 1, count, self.target.clone())
+                        .await
+                } else {
+                    self.conn
+                        .route_pipeline(pipeline.clone(), offset, count, self.target.clone())
+                        .await
+                };
+                let e = match reply {
+                    Ok(replies) => match replies.first() {
+                        Some(Value::ServerError(e)) if refusal(Some(e.code())) => {
+                            redis::RedisError::from(e.clone())
+                        }
+                        _ => return Ok(replies),
+                    },
+                    Err(e) => e,
+                };
+                if !self.again_after(&e, &mut refusals).await {
+                    return Err(e);
+                }
+                last = Some(e);
+            }
+            Err(last.unwrap_or_else(|| {
+                redis::RedisError::from((redis::ErrorKind::Client, "too many redirections"))
+            }))
         })
     }
 
@@ -492,10 +527,69 @@ impl redis::aio::ConnectionLike for Routed {
     }
 }
 
+/// Error codes of a request a node refused without running it (see `Routed::again_after`).
+fn refusal(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN")
+    )
+}
+
 /// At most one slot-map rebuild asked for in this period.
 const REFRESH_PERIOD: Duration = Duration::from_millis(500);
 
 impl Routed {
+    /// After a request failed with `e`: `true` when it was refused without running and is
+    /// worth sending again (to where `MOVED` or `ASK` points, or after a pause in a
+    /// transition); `false` when `e` is the answer.
+    async fn again_after(&mut self, e: &redis::RedisError, refusals: &mut usize) -> bool {
+        // MOVED and ASK: the node refused the request, which did not run.
+        let redirect = e
+            .redirect_node()
+            .and_then(|(addr, _)| split_host_port(addr))
+            .map(|(host, port)| SingleNodeRoutingInfo::ByAddress { host, port });
+        match (e.code(), redirect) {
+            (Some("MOVED"), Some(node)) => {
+                tracing::debug!(error = %e, "slot moved; following");
+                self.target = node;
+                self.asking = false;
+            }
+            (Some("ASK"), Some(node)) => {
+                tracing::debug!(error = %e, "slot migrating; asking the importing node");
+                self.target = node;
+                self.asking = true;
+            }
+            // Refused, not run, during a migration (a multi-key request while the slot's
+            // keys are split), a failover, or while the connection to the slot's node is
+            // being made: start over from the slot's master, a little later (the caller's
+            // time limit bounds it).
+            (Some("TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN"), _) => {
+                tracing::debug!(error = %e, "cluster in transition; trying again");
+                self.backoff(refusals).await;
+            }
+            _ if e.kind() == redis::ErrorKind::ClusterConnectionNotFound => {
+                tracing::debug!(error = %e, "no connection to the slot's node yet; trying again");
+                self.backoff(refusals).await;
+            }
+            // The node refused the connection: the request was not sent. Its slot may have a
+            // new master (a failover): have the map rebuilt, then again.
+            _ if e.is_connection_refusal() => {
+                tracing::debug!(error = %e, "the slot's node refused the connection; refreshing the slot map");
+                self.refresh().await;
+                self.backoff(refusals).await;
+            }
+            // Sent, outcome unknown (a dropped connection, a timeout): never sent again from
+            // here (the caller resolves it), but the map is rebuilt so that the next call
+            // finds the slot's master if it changed.
+            _ if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
+                self.refresh().await;
+                return false;
+            }
+            _ => return false,
+        }
+        true
+    }
+
     /// Has redis-rs rebuild its slot map from the seed nodes, at most once per
     /// [`REFRESH_PERIOD`]. It does so by itself on `MOVED`, but not when a node is gone: its
     /// requests then fail with I/O errors and are sent to the dead node until something else

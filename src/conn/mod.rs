@@ -15,6 +15,8 @@
 mod cluster;
 mod sentinel;
 mod single;
+mod sync;
+mod tls;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -26,12 +28,16 @@ use redis::{Cmd, PushInfo, ScriptInvocation, Value};
 use tokio::sync::{mpsc, watch};
 
 use crate::config::Config;
+use crate::credentials::CredentialsProvider;
 use crate::error::{BuildError, Result};
 use crate::tasks::Tasks;
+use crate::wait::BoxFuture;
 
 use cluster::Cluster;
 pub(crate) use cluster::Flavour;
 use single::Single;
+pub(crate) use sync::Synced;
+use sync::{ReplicaSync, WaitFor, WaitReply};
 
 /// A connection as the server knows it (`CLIENT INFO`): what `CLIENT KILL` needs to cut it
 /// off.
@@ -137,6 +143,8 @@ pub(crate) struct Call<'a> {
     pub(crate) body: Body<'a>,
     /// Records where the request went (see [`Delivery`]).
     pub(crate) sent: Option<&'a Delivery>,
+    /// Followed by `WAIT` on the replicas when replica sync is on (see [`Call::synced`]).
+    pub(crate) synced: bool,
 }
 
 impl<'a> Call<'a> {
@@ -191,7 +199,15 @@ impl<'a> Call<'a> {
             limit: None,
             body,
             sent: None,
+            synced: false,
         }
+    }
+
+    /// A write Redisson syncs to the replicas (docs/LAYOUT.md §1.7): with replica sync on,
+    /// it is pipelined with `WAIT` (see [`Conn::call_synced`]).
+    pub(crate) fn synced(mut self) -> Self {
+        self.synced = true;
+        self
     }
 
     /// Marks a write as safe to send a second time.
@@ -220,6 +236,7 @@ pub(crate) struct Conn {
     /// Bumped when the server behind the connections changed (a Sentinel failover): the
     /// pub/sub transport then moves its subscriptions (see [`Conn::topology_changes`]).
     epoch: Arc<watch::Sender<u64>>,
+    sync: ReplicaSync,
 }
 
 enum Topology {
@@ -253,16 +270,21 @@ impl fmt::Debug for Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(config: &Config) -> Result<Self, BuildError> {
+    pub(crate) fn new(
+        config: &Config,
+        provider: Option<CredentialsProvider>,
+    ) -> Result<Self, BuildError> {
+        let tls = tls::Tls::new(config)?;
         let topology = if config.is_cluster() {
-            Topology::Cluster(Box::new(Cluster::new(config)?))
+            Topology::Cluster(Box::new(Cluster::new(config, provider, &tls)?))
         } else {
-            Topology::Single(Single::new(config)?)
+            Topology::Single(Single::new(config, provider, tls)?)
         };
         Ok(Self {
             topology,
             command_timeout: config.command_timeout,
             epoch: Arc::new(watch::Sender::new(0)),
+            sync: ReplicaSync::new(config),
         })
     }
 
@@ -293,27 +315,130 @@ impl Conn {
         }
     }
 
-    /// Runs one call. The only function of the crate that sends a request to Redis.
+    /// Runs one call. With [`call_synced`](Self::call_synced), the only functions of the
+    /// crate that send a request to Redis. A synced write that no replica acknowledged did
+    /// take effect on the master: it succeeds, with a warning.
     pub(crate) async fn call(&self, call: Call<'_>) -> Result<Value> {
-        let limit = call.limit.unwrap_or(self.command_timeout);
-        let result = match self.run(&call, limit).await {
+        let (op, key) = (call.op, call.key);
+        let (value, synced) = self.call_synced(call).await?;
+        if let Synced::Unacked { replicas, after } = synced {
+            tracing::warn!(
+                op,
+                key,
+                replicas,
+                ?after,
+                "none of the master's replicas acknowledged the write within the replica sync timeout; it took effect on the master"
+            );
+        }
+        Ok(value)
+    }
+
+    /// Runs one call and says whether its write reached the replicas: a call marked
+    /// [`Call::synced`], with replica sync on and a master that has replicas, is pipelined
+    /// with `WAIT <replicas> <replica_sync_timeout>` on the same connection.
+    ///
+    /// Boxed, as [`run`](Self::run): every primitive's futures contain this one, and an
+    /// unboxed chain grows past the compiler's default limits in the callers' crates.
+    pub(crate) fn call_synced<'a>(
+        &'a self,
+        call: Call<'a>,
+    ) -> BoxFuture<'a, Result<(Value, Synced)>> {
+        Box::pin(self.call_synced_inner(call))
+    }
+
+    async fn call_synced_inner(&self, call: Call<'_>) -> Result<(Value, Synced)> {
+        let wait = if call.synced {
+            self.wait_for(call.key).await
+        } else {
+            None
+        };
+        let limit =
+            call.limit.unwrap_or(self.command_timeout) + wait.map_or(Duration::ZERO, |w| w.timeout);
+        let result = match self.run(&call, limit, wait).await {
             Err(e) if call.resend == Resend::Once && e.connection_dropped() => {
                 tracing::debug!(op = call.op, key = call.key, error = %e, "connection dropped; sending once more");
-                self.run(&call, limit).await
+                self.run(&call, limit, wait).await
             }
             other => other,
         };
-        if let Err(e) = &result {
-            tracing::debug!(op = call.op, key = call.key, access = ?call.access, error = %e, "redis call failed");
-        }
-        result
+        let (value, reply) = match result {
+            Ok(ok) => ok,
+            Err(e) => {
+                tracing::debug!(op = call.op, key = call.key, access = ?call.access, error = %e, "redis call failed");
+                return Err(e);
+            }
+        };
+        let synced = match (wait, reply) {
+            (Some(wait), Some(WaitReply::Acks(acks))) => {
+                if acks < wait.replicas {
+                    // A replica went away, or lags: count them again next time.
+                    self.sync.forget(self.slot_group(call.key));
+                }
+                if acks == 0 {
+                    Synced::Unacked {
+                        replicas: wait.replicas,
+                        after: wait.timeout,
+                    }
+                } else {
+                    Synced::Acked(acks)
+                }
+            }
+            (_, Some(WaitReply::Refused(e))) => {
+                self.sync.refused(&e);
+                Synced::Skipped
+            }
+            _ => Synced::Skipped,
+        };
+        Ok((value, synced))
     }
 
-    async fn run(&self, call: &Call<'_>, limit: Duration) -> Result<Value> {
-        match &self.topology {
-            Topology::Single(single) => single.run(call, limit).await,
-            Topology::Cluster(cluster) => cluster.run(call, limit).await,
+    /// The `WAIT` a synced call on `key` goes with: `None` when replica sync is off or the
+    /// key's master has no replicas (or cannot say how many it has).
+    async fn wait_for(&self, key: &str) -> Option<WaitFor> {
+        if !self.sync.enabled() {
+            return None;
         }
+        let group = self.slot_group(key);
+        let epoch = *self.epoch.borrow();
+        let replicas = match self.sync.known(group, epoch) {
+            Some(count) => count,
+            None => {
+                let cmd = redis::cmd("INFO").arg("replication").clone();
+                let call = Call::read("replica count", key, &cmd);
+                let limit = self.command_timeout;
+                let info = match self.run(&call, limit, None).await {
+                    Ok((info, _)) => info,
+                    Err(e) => {
+                        tracing::debug!(key, error = %e, "cannot read the replica count; this call goes without WAIT");
+                        return None;
+                    }
+                };
+                let text: String = redis::from_redis_value(info).unwrap_or_default();
+                let count = sync::connected_replicas(&text).unwrap_or(0);
+                self.sync.store(group, count, epoch);
+                count
+            }
+        };
+        (replicas > 0).then_some(WaitFor {
+            replicas,
+            timeout: self.sync.timeout,
+        })
+    }
+
+    /// Sends `call` through the topology. Boxed: the topologies' futures are deep types, and
+    /// every primitive's futures contain this one.
+    fn run<'a>(
+        &'a self,
+        call: &'a Call<'a>,
+        limit: Duration,
+        wait: Option<WaitFor>,
+    ) -> BoxFuture<'a, Result<(Value, Option<WaitReply>)>> {
+        Box::pin(async move {
+            match &self.topology {
+                Topology::Single(single) => single.run(call, limit, wait).await,
+                Topology::Cluster(cluster) => cluster.run(call, limit, wait).await,
+            }
+        })
     }
 
     /// Makes sure a request of unknown outcome can no longer run: kills, at the server, the

@@ -15,11 +15,21 @@ use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 use tokio::sync::Mutex;
 
+use super::tls::Tls;
 use crate::config::Config;
+use crate::credentials::{self, CredentialsProvider};
 use crate::error::BuildError;
 
 /// The server a [`Single`](super::single::Single) topology opens its connections to.
-pub(super) enum Source {
+pub(super) struct Source {
+    at: At,
+    /// Asked for the login of every new connection, over the configured one.
+    provider: Option<CredentialsProvider>,
+    tls: Tls,
+}
+
+/// Where the server is.
+pub(super) enum At {
     /// One address ([`Config::url`]).
     Fixed(redis::Client),
     /// The master the Sentinels name now.
@@ -38,42 +48,62 @@ pub(super) struct Sentinels {
 }
 
 impl Source {
-    pub(super) fn new(config: &Config) -> Result<Self, BuildError> {
-        if config.is_sentinel() {
-            return Ok(Self::Sentinel(Sentinels::new(config)?));
+    pub(super) fn new(
+        config: &Config,
+        provider: Option<CredentialsProvider>,
+        tls: Tls,
+    ) -> Result<Self, BuildError> {
+        let at = if config.is_sentinel() {
+            At::Sentinel(Sentinels::new(config, &tls)?)
+        } else {
+            let info = with_credentials(
+                config
+                    .url
+                    .as_str()
+                    .into_connection_info()
+                    .map_err(BuildError::Url)?,
+                config,
+            );
+            At::Fixed(tls.client(info).map_err(BuildError::Url)?)
+        };
+        Ok(Self { at, provider, tls })
+    }
+
+    /// The Sentinels, in Sentinel mode.
+    pub(super) fn sentinels(&self) -> Option<&Sentinels> {
+        match &self.at {
+            At::Sentinel(sentinels) => Some(sentinels),
+            At::Fixed(_) => None,
         }
-        let info = with_credentials(
-            config
-                .url
-                .as_str()
-                .into_connection_info()
-                .map_err(BuildError::Url)?,
-            config,
-        );
-        Ok(Self::Fixed(
-            redis::Client::open(info).map_err(BuildError::Url)?,
-        ))
     }
 
     /// A client for the server to connect to now (with Sentinel: asks them; a connection to
     /// the master it names is opened to check its role).
+    ///
+    /// With a credentials provider, the client logs in with what it answers now.
     pub(super) async fn client(&self) -> redis::RedisResult<redis::Client> {
-        match self {
-            Self::Fixed(client) => Ok(client.clone()),
-            Self::Sentinel(sentinels) => {
+        let client = match &self.at {
+            At::Fixed(client) => client.clone(),
+            At::Sentinel(sentinels) => {
                 let mut sentinel = sentinels.sentinel.lock().await;
                 sentinel
                     .async_master_for(&sentinels.master, Some(&sentinels.data))
-                    .await
+                    .await?
             }
+        };
+        let mut info = client.get_connection_info().clone();
+        if let Some(provider) = &self.provider {
+            info = credentials::apply(info, provider.fetch().await?);
         }
+        // The data node the Sentinels name gets the configured certificates too.
+        self.tls.client(info)
     }
 
     /// What the source is, for errors and `Debug`.
     pub(super) fn describe(&self) -> String {
-        match self {
-            Self::Fixed(client) => client.get_connection_info().addr().to_string(),
-            Self::Sentinel(s) => {
+        match &self.at {
+            At::Fixed(client) => client.get_connection_info().addr().to_string(),
+            At::Sentinel(s) => {
                 format!("master {:?} of Sentinels {}", s.master, s.nodes.join(", "))
             }
         }
@@ -87,12 +117,16 @@ impl fmt::Debug for Source {
 }
 
 impl Sentinels {
-    fn new(config: &Config) -> Result<Self, BuildError> {
+    fn new(config: &Config, tls: &Tls) -> Result<Self, BuildError> {
+        // Each Sentinel's address, with the configured certificates where it is TLS.
         let infos = config
             .sentinel_nodes
             .iter()
-            .map(|node| node.as_str().into_connection_info())
-            .collect::<Result<Vec<ConnectionInfo>, _>>()
+            .map(|node| {
+                let info = node.as_str().into_connection_info()?;
+                Ok(tls.client(info)?.get_connection_info().clone())
+            })
+            .collect::<redis::RedisResult<Vec<ConnectionInfo>>>()
             .map_err(BuildError::Url)?;
         let sentinel = Sentinel::build(infos.clone()).map_err(BuildError::Url)?;
         // The data nodes: the database, user and password of `url`, then the explicit ones.
@@ -102,7 +136,15 @@ impl Sentinels {
             .into_connection_info()
             .map_err(BuildError::Url)?;
         let redis = with_credentials(url, config).redis_settings().clone();
-        let data = SentinelNodeConnectionInfo::default().set_redis_connection_info(redis);
+        let mut data = SentinelNodeConnectionInfo::default().set_redis_connection_info(redis);
+        // Data nodes over TLS when the Sentinels are (as Redisson decides by the scheme).
+        if config
+            .sentinel_nodes
+            .iter()
+            .any(|node| node.starts_with("rediss://"))
+        {
+            data = data.set_tls_mode(redis::TlsMode::Secure);
+        }
         Ok(Self {
             sentinel: Mutex::new(sentinel),
             infos,

@@ -12,8 +12,11 @@ use redis::{AsyncConnectionConfig, Value};
 use tokio::sync::watch;
 
 use super::sentinel::Source;
+use super::sync::{self, WaitFor, WaitReply};
+use super::tls::Tls;
 use super::{Body, Call, ServerClient};
 use crate::config::Config;
+use crate::credentials::CredentialsProvider;
 use crate::error::{BuildError, Error, Result};
 use crate::tasks::Tasks;
 
@@ -32,8 +35,9 @@ use crate::tasks::Tasks;
 struct Manager {
     source: Arc<Source>,
     config: AsyncConnectionConfig,
-    /// Bumped when a connection is found broken; older connections are not reused.
-    generation: AtomicU64,
+    /// Bumped when a connection is found broken; older connections are not reused. Shared by
+    /// both pools.
+    generation: Arc<AtomicU64>,
 }
 
 /// A pooled connection and the generation it was opened in.
@@ -109,6 +113,10 @@ type Pool = managed::Pool<Manager>;
 /// The connections to one server.
 pub(super) struct Single {
     pool: Pool,
+    /// Connections that a synced call (the script, then `WAIT`) holds for itself until its
+    /// reply: `WAIT` blocks its connection, and on a shared one every other call would queue
+    /// behind it (seconds, while the replicas do not answer, as in a failover).
+    synced: Pool,
     source: Arc<Source>,
     command_timeout: Duration,
     connect_timeout: Duration,
@@ -119,31 +127,40 @@ impl std::fmt::Debug for Single {
         f.debug_struct("Single")
             .field("server", &self.source)
             .field("pool", &self.pool.status())
+            .field("synced", &self.synced.status())
             .finish()
     }
 }
 
 impl Single {
-    pub(super) fn new(config: &Config) -> Result<Self, BuildError> {
-        let source = Arc::new(Source::new(config)?);
+    pub(super) fn new(
+        config: &Config,
+        provider: Option<CredentialsProvider>,
+        tls: Tls,
+    ) -> Result<Self, BuildError> {
+        let source = Arc::new(Source::new(config, provider, tls)?);
         let conn_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(Some(config.command_timeout));
-        let manager = Manager {
-            source: source.clone(),
-            config: conn_config,
-            generation: AtomicU64::new(0),
+        let generation = Arc::new(AtomicU64::new(0));
+        let pool = |size: usize| {
+            let manager = Manager {
+                source: source.clone(),
+                config: conn_config.clone(),
+                generation: generation.clone(),
+            };
+            Pool::builder(manager)
+                .max_size(size)
+                .runtime(deadpool::Runtime::Tokio1)
+                .wait_timeout(Some(config.command_timeout))
+                .create_timeout(Some(config.connect_timeout))
+                .recycle_timeout(Some(config.command_timeout))
+                .build()
+                .map_err(|e| BuildError::InvalidConfig(e.to_string()))
         };
-        let pool = Pool::builder(manager)
-            .max_size(config.pool_size)
-            .runtime(deadpool::Runtime::Tokio1)
-            .wait_timeout(Some(config.command_timeout))
-            .create_timeout(Some(config.connect_timeout))
-            .recycle_timeout(Some(config.command_timeout))
-            .build()
-            .map_err(|e| BuildError::InvalidConfig(e.to_string()))?;
         Ok(Self {
-            pool,
+            pool: pool(config.pool_size)?,
+            synced: pool(config.pool_size)?,
             source,
             command_timeout: config.command_timeout,
             connect_timeout: config.connect_timeout,
@@ -160,13 +177,20 @@ impl Single {
     /// (with Sentinel: the one they name now), and the call is sent once more on a new
     /// connection: a replica refuses a write before it changes anything, so this is safe for
     /// every call, acquires and releases included.
-    pub(super) async fn run(&self, call: &Call<'_>, limit: Duration) -> Result<Value> {
-        match self.run_once(call, limit).await {
+    ///
+    /// With `wait`, the call and `WAIT` go as one pipeline (see [`sync::send`]).
+    pub(super) async fn run(
+        &self,
+        call: &Call<'_>,
+        limit: Duration,
+        wait: Option<WaitFor>,
+    ) -> Result<(Value, Option<WaitReply>)> {
+        match self.run_once(call, limit, wait).await {
             Err(Sent::ReadOnly(e)) => {
                 tracing::debug!(op = call.op, key = call.key, server = %self.source.describe(), error = %e, "write refused by a replica; reconnecting to the master and sending it again");
                 // A second refusal (the Sentinels still name the old master) is transient: the
                 // callers' retries find the new master.
-                self.run_once(call, limit)
+                self.run_once(call, limit, wait)
                     .await
                     .map_err(|(Sent::ReadOnly(e) | Sent::Failed(e))| e)
             }
@@ -175,9 +199,19 @@ impl Single {
         }
     }
 
-    async fn run_once(&self, call: &Call<'_>, limit: Duration) -> Result<Value, Sent> {
+    async fn run_once(
+        &self,
+        call: &Call<'_>,
+        limit: Duration,
+        wait: Option<WaitFor>,
+    ) -> Result<(Value, Option<WaitReply>), Sent> {
         let op = call.op;
-        let pooled = match tokio::time::timeout(limit, self.pool.get()).await {
+        let pool = if wait.is_some() {
+            &self.synced
+        } else {
+            &self.pool
+        };
+        let pooled = match tokio::time::timeout(limit, pool.get()).await {
             Ok(pooled) => pooled.map_err(|e| Sent::Failed(pool_error(e, op, limit)))?,
             Err(_) => {
                 return Err(Sent::Failed(Error::Timeout {
@@ -187,22 +221,36 @@ impl Single {
             }
         };
         // The call runs on a clone of the handle, which shares the connection; the pooled
-        // object goes back at once so that other calls share the connection meanwhile. The
-        // pooled handle keeps its response timeout (`command_timeout`), which bounds the reply;
-        // another limit goes on the clone.
+        // object goes back at once so that other calls share the connection meanwhile (a
+        // synced call keeps it: its WAIT blocks the connection). The pooled handle keeps its
+        // response timeout (`command_timeout`), which bounds the reply; another limit goes on
+        // the clone.
         let mut conn = pooled.conn.clone();
         let generation = pooled.generation;
         let broken = pooled.broken.clone();
         if let Some(sent) = call.sent {
             sent.record(pooled.identity.clone());
         }
-        drop(pooled);
+        let _held = if wait.is_some() {
+            Some(pooled)
+        } else {
+            drop(pooled);
+            None
+        };
         if limit != self.command_timeout {
             conn.set_response_timeout(limit);
         }
-        let reply = match call.body {
-            Body::Script(invocation) => invocation.invoke_async(&mut conn).await,
-            Body::Command(cmd) => cmd.query_async(&mut conn).await,
+        let reply = match (wait, &call.body) {
+            (Some(wait), body) => sync::send(&mut conn, body, wait)
+                .await
+                .map(|(value, reply)| (value, Some(reply))),
+            (None, Body::Script(invocation)) => invocation
+                .invoke_async(&mut conn)
+                .await
+                .map(|value| (value, None)),
+            (None, Body::Command(cmd)) => {
+                cmd.query_async(&mut conn).await.map(|value| (value, None))
+            }
         };
         let retire_all = || {
             let _ = self.pool.manager().generation.compare_exchange(
@@ -245,14 +293,14 @@ impl Single {
     /// pooled connection (the next ones open to the new master) and bumps `epoch`, which moves
     /// the pub/sub connection.
     pub(super) fn start(&self, tasks: &Tasks, epoch: Arc<watch::Sender<u64>>) {
-        if !matches!(*self.source, Source::Sentinel(_)) {
+        if self.source.sentinels().is_none() {
             return;
         }
         let source = self.source.clone();
         let pool = self.pool.clone();
         let timeout = self.connect_timeout + self.command_timeout;
         tasks.spawn_service(async move {
-            if let Source::Sentinel(sentinels) = &*source {
+            if let Some(sentinels) = source.sentinels() {
                 sentinels
                     .follow_switches(timeout, || {
                         pool.manager().generation.fetch_add(1, Ordering::AcqRel);
@@ -268,14 +316,14 @@ impl Single {
     pub(super) async fn check(&self) -> Result<()> {
         let cmd = redis::cmd("INFO").arg("cluster").clone();
         let call = Call::read("check", "", &cmd);
-        let info = self.run(&call, self.command_timeout).await?;
+        let (info, _) = self.run(&call, self.command_timeout, None).await?;
         let text: String = redis::from_redis_value(info).unwrap_or_default();
         if text.contains("cluster_enabled:1") {
             return Err(cluster_node(&self.source));
         }
         let cmd = redis::cmd("ROLE");
         let call = Call::read("check", "", &cmd);
-        if let Ok(Value::Array(role)) = self.run(&call, self.command_timeout).await
+        if let Ok((Value::Array(role), _)) = self.run(&call, self.command_timeout, None).await
             && matches!(role.first(), Some(Value::BulkString(r)) if r == b"slave")
         {
             return Err(Error::Topology(format!(
@@ -304,6 +352,7 @@ impl Single {
 
     pub(super) fn close(&self) {
         self.pool.close();
+        self.synced.close();
     }
 }
 

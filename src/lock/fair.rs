@@ -10,7 +10,7 @@ use redis::{Script, ScriptInvocation, Value};
 use super::hold::HoldSpec;
 use super::kind::{
     AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, acquire_reply,
-    on_unlock_messages, release_reply, released_reply, unexpected,
+    on_unlock_messages, release_reply, released_reply, synced_acquire, unexpected,
 };
 use super::reentrant::HASH_RENEWAL;
 use super::{LockCore, lock_api};
@@ -241,7 +241,7 @@ impl LockKind for Fair {
             let call = Call::write("acquire", &hold.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
-            let reply = acquire_reply(file, hold.shared.conn.call(call).await?)?;
+            let reply = synced_acquire(self, req, call, |v| acquire_reply(file, v)).await?;
             Ok(match reply {
                 // 1 is Redisson's "false": not acquired, and no sleep hint.
                 AcquireReply::Held(_) if single => AcquireReply::Held(-2),
@@ -261,7 +261,9 @@ impl LockKind for Fair {
                 .arg(&*hold.field)
                 .arg(UNLOCK_MESSAGE)
                 .arg(verb);
-            let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
+            let call = Call::write("unlock", &hold.name, &invocation)
+                .tracked(&req.sent)
+                .synced();
             // nil: held by another; 0: one hold released, others remain; 1: last hold
             // released; 2: the lock was gone (the head was woken all the same), which Redisson
             // reports as success and this crate as not held, as for `Lock`.
@@ -297,7 +299,9 @@ impl LockKind for Fair {
                 .arg(slot_ms(&hold.shared, wait))
                 .arg(UNLOCK_MESSAGE)
                 .arg(verb);
-            let call = Call::write("give_up", &hold.name, &invocation).idempotent();
+            let call = Call::write("give_up", &hold.name, &invocation)
+                .idempotent()
+                .synced();
             match hold.shared.conn.call(call).await? {
                 Value::Int(0) => Ok(()),
                 other => Err(unexpected("fair/acquire_failed.lua", &other)),
@@ -318,7 +322,9 @@ impl LockKind for Fair {
             let verb = shared.conn.publish_command().await?;
             let mut invocation = self.purging(&FORCE_UNLOCK, name);
             invocation.key(&*self.channel).arg(UNLOCK_MESSAGE).arg(verb);
-            let call = Call::write("force_unlock", name, &invocation).idempotent();
+            let call = Call::write("force_unlock", name, &invocation)
+                .idempotent()
+                .synced();
             released_reply("fair/force_unlock.lua", shared.conn.call(call).await?)
         })
     }

@@ -8,7 +8,9 @@ use std::time::Duration;
 use redis::{Cmd, Script, Value};
 
 use super::hold::HoldSpec;
-use super::kind::{AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, status};
+use super::kind::{
+    AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, status, synced_acquire,
+};
 use super::reentrant::reentrant_kind;
 use super::{LockCore, LockGuard, lock_api, unexpected};
 use crate::conn::Call;
@@ -188,7 +190,7 @@ impl LockKind for Fenced {
             let call = Call::write("acquire", &hold.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
-            fenced_reply(hold.shared.conn.call(call).await?)
+            synced_acquire(self, req, call, fenced_reply).await
         })
     }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::Value;
 
 use super::hold::HoldSpec;
-use crate::conn::{Call, Delivery};
+use crate::conn::{Call, Delivery, Synced};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::pubsub::WakePolicy;
@@ -181,6 +181,41 @@ pub(crate) fn unexpected(script: &'static str, value: &Value) -> Error {
 
 /// The reply of an acquire script: nil when acquired, the PTTL (or a sleep hint) when held by
 /// another, `held:<n>` when the holder's count is not the expected one.
+/// Sends an acquire `call` (marked [`Call::synced`]) and decodes its reply with `decode`. With
+/// replica sync on, a grant that no replica acknowledged is released again at once (one hold:
+/// a re-entry keeps the holds it had) and the caller gets [`Error::ReplicasNotSynced`], as
+/// Redisson's `handleNoSync` does; a refusal is returned as it is.
+pub(crate) async fn synced_acquire(
+    kind: &dyn LockKind,
+    req: &AcquireRequest<'_>,
+    call: Call<'_>,
+    decode: impl FnOnce(Value) -> Result<AcquireReply>,
+) -> Result<AcquireReply> {
+    let hold = req.hold;
+    let (value, synced) = hold.shared.conn.call_synced(call.synced()).await?;
+    let reply = decode(value)?;
+    let Synced::Unacked { replicas, after } = synced else {
+        return Ok(reply);
+    };
+    if !matches!(reply, AcquireReply::Acquired | AcquireReply::Fenced(_)) {
+        return Ok(reply);
+    }
+    let release = ReleaseRequest {
+        hold,
+        sent: Delivery::default(),
+    };
+    if let Err(e) = kind.release(&release).await {
+        // Its lease ends it: a hold that nobody renews.
+        tracing::warn!(name = %hold.name, error = %e, "could not release an acquire that no replica acknowledged; its lease will end it");
+    }
+    Err(Error::ReplicasNotSynced {
+        operation: "acquire",
+        name: hold.name.to_string(),
+        replicas,
+        after,
+    })
+}
+
 pub(crate) fn acquire_reply(script: &'static str, value: Value) -> Result<AcquireReply> {
     match value {
         Value::Nil => Ok(AcquireReply::Acquired),

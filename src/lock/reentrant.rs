@@ -8,7 +8,7 @@ use redis::{Script, ScriptInvocation};
 use super::hold::HoldSpec;
 use super::kind::{
     AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, acquire_reply,
-    on_unlock_messages, release_reply, released_reply,
+    on_unlock_messages, release_reply, released_reply, synced_acquire,
 };
 use super::{LockCore, lock_api};
 use crate::conn::Call;
@@ -151,7 +151,7 @@ impl LockKind for Reentrant {
             let call = Call::write("acquire", &hold.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
-            acquire_reply("lock/acquire.lua", hold.shared.conn.call(call).await?)
+            synced_acquire(self, req, call, |v| acquire_reply("lock/acquire.lua", v)).await
         })
     }
 
@@ -167,7 +167,9 @@ impl LockKind for Reentrant {
                 .arg(hold.lease_ms)
                 .arg(&*hold.field)
                 .arg(verb);
-            let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
+            let call = Call::write("unlock", &hold.name, &invocation)
+                .tracked(&req.sent)
+                .synced();
             // nil: not held; 0: one hold released, others remain; 1: last hold released.
             release_reply("lock/unlock.lua", hold.shared.conn.call(call).await?)
         })
@@ -194,7 +196,9 @@ impl LockKind for Reentrant {
                 .key(&*self.channel)
                 .arg(UNLOCK_MESSAGE)
                 .arg(verb);
-            let call = Call::write("force_unlock", name, &invocation).idempotent();
+            let call = Call::write("force_unlock", name, &invocation)
+                .idempotent()
+                .synced();
             released_reply("lock/force_unlock.lua", shared.conn.call(call).await?)
         })
     }

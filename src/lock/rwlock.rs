@@ -9,7 +9,7 @@ use redis::{Script, ScriptInvocation, Value};
 use super::hold::HoldSpec;
 use super::kind::{
     AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, acquire_reply,
-    on_unlock_messages, release_reply, released_reply, status, unexpected,
+    on_unlock_messages, release_reply, released_reply, status, synced_acquire, unexpected,
 };
 use super::reentrant::HASH_RENEWAL;
 use super::{LockCore, lock_api};
@@ -293,10 +293,10 @@ impl LockKind for Read {
             let call = Call::write("acquire", &hold.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
-            acquire_reply(
-                "rwlock/read_acquire.lua",
-                hold.shared.conn.call(call).await?,
-            )
+            synced_acquire(self, req, call, |v| {
+                acquire_reply("rwlock/read_acquire.lua", v)
+            })
+            .await
         })
     }
 
@@ -313,7 +313,9 @@ impl LockKind for Read {
                 .arg(UNLOCK_MESSAGE)
                 .arg(&*hold.field)
                 .arg(verb);
-            let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
+            let call = Call::write("unlock", &hold.name, &invocation)
+                .tracked(&req.sent)
+                .synced();
             // nil: not held (or no lock at all); 0: released, the lock stays held; 1: freed.
             release_reply("rwlock/read_unlock.lua", hold.shared.conn.call(call).await?)
         })
@@ -382,14 +384,16 @@ impl LockKind for Write {
             let call = Call::write("acquire", &hold.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
-            let reply = hold.shared.conn.call(call).await?;
-            if status(&reply) == Some(b"upgrade") {
-                return Err(Error::UpgradeRefused {
-                    name: hold.name.to_string(),
-                    holder: reader.to_owned(),
-                });
-            }
-            acquire_reply("rwlock/write_acquire.lua", reply)
+            synced_acquire(self, req, call, |reply| {
+                if status(&reply) == Some(b"upgrade") {
+                    return Err(Error::UpgradeRefused {
+                        name: hold.name.to_string(),
+                        holder: reader.to_owned(),
+                    });
+                }
+                acquire_reply("rwlock/write_acquire.lua", reply)
+            })
+            .await
         })
     }
 
@@ -405,7 +409,9 @@ impl LockKind for Write {
                 .arg(hold.lease_ms)
                 .arg(&*hold.field)
                 .arg(verb);
-            let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
+            let call = Call::write("unlock", &hold.name, &invocation)
+                .tracked(&req.sent)
+                .synced();
             // nil: not held; 0: one write hold released, others remain; 1: the last one
             // released (the lock freed, or left in mode read for this owner's read holds).
             release_reply(
@@ -462,7 +468,9 @@ fn force_unlock<'a>(
             .arg(mode)
             .arg(message)
             .arg(verb);
-        let call = Call::write("force_unlock", name, &invocation).idempotent();
+        let call = Call::write("force_unlock", name, &invocation)
+            .idempotent()
+            .synced();
         released_reply("rwlock/force_unlock.lua", shared.conn.call(call).await?)
     })
 }

@@ -190,7 +190,9 @@ impl LockKind for Spin {
                 .key(&*hold.name)
                 .arg(hold.lease_ms)
                 .arg(&*hold.field);
-            let call = Call::write("unlock", &hold.name, &invocation).tracked(&req.sent);
+            let call = Call::write("unlock", &hold.name, &invocation)
+                .tracked(&req.sent)
+                .synced();
             release_reply("spin/unlock.lua", hold.shared.conn.call(call).await?)
         })
     }
@@ -211,7 +213,9 @@ impl LockKind for Spin {
         Box::pin(async move {
             let mut cmd = redis::cmd("DEL");
             cmd.arg(name);
-            let call = Call::write_command("force_unlock", name, &cmd).idempotent();
+            let call = Call::write_command("force_unlock", name, &cmd)
+                .idempotent()
+                .synced();
             released_reply("DEL", shared.conn.call(call).await?)
         })
     }

@@ -9,7 +9,7 @@ use redis::{Cmd, Script};
 use tracing::Instrument;
 
 use super::{PermitId, bool_reply, check_permits, duration_ms, int_reply};
-use crate::conn::{Call, Delivery};
+use crate::conn::{Call, Delivery, Synced};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::observe::{self, Subject, Tag};
@@ -377,7 +377,9 @@ impl Inner {
             .arg(verb)
             .arg(if if_exists { "if_exists" } else { "always" });
         let delivery = Delivery::default();
-        let call = Call::write("release", &self.name, &invocation).tracked(&delivery);
+        let call = Call::write("release", &self.name, &invocation)
+            .tracked(&delivery)
+            .synced();
         match self.shared.conn.call(call).await {
             Ok(reply) => bool_reply("semaphore/release.lua", reply),
             Err(e) if e.outcome_unknown() && delivery.was_sent() => {
@@ -455,10 +457,23 @@ impl Acquire for SemaphoreAcquire {
             let delivery = Delivery::default();
             let call = Call::write("acquire", &inner.name, &invocation)
                 .limit(limit)
-                .tracked(&delivery);
-            match inner.shared.conn.call(call).await {
-                Ok(reply) => match bool_reply("semaphore/try_acquire.lua", reply) {
-                    Ok(true) => Step::Granted(marker),
+                .tracked(&delivery)
+                .synced();
+            match inner.shared.conn.call_synced(call).await {
+                Ok((reply, synced)) => match bool_reply("semaphore/try_acquire.lua", reply) {
+                    Ok(true) => match synced {
+                        Synced::Unacked { replicas, after } => {
+                            // As a lock: what no replica acknowledged is given back.
+                            self.undo(marker).await;
+                            Step::Failed(Error::ReplicasNotSynced {
+                                operation: "acquire",
+                                name: inner.name.to_string(),
+                                replicas,
+                                after,
+                            })
+                        }
+                        _ => Step::Granted(marker),
+                    },
                     // Permits carry no expiry: no hint; a message (or the re-check) wakes.
                     Ok(false) => Step::Busy(None),
                     Err(e) => Step::Failed(e),

@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use super::counting::TRY_SET;
 use super::{bool_reply, check_permits, duration_ms, int_reply, now_epoch_ms};
-use crate::conn::{Call, Delivery};
+use crate::conn::{Call, Delivery, Synced};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::lock::unexpected;
@@ -243,7 +243,9 @@ impl PermitExpirableSemaphore {
             .key(&*inner.channel)
             .arg(permits)
             .arg(verb);
-        let call = Call::write("try_set_permits", &inner.name, &invocation).idempotent();
+        let call = Call::write("try_set_permits", &inner.name, &invocation)
+            .idempotent()
+            .synced();
         bool_reply("semaphore/try_set.lua", inner.shared.conn.call(call).await?)
     }
 
@@ -265,7 +267,9 @@ impl PermitExpirableSemaphore {
             .key(&*inner.timeouts)
             .arg(permits)
             .arg(verb);
-        let call = Call::write("set_permits", &inner.name, &invocation).idempotent();
+        let call = Call::write("set_permits", &inner.name, &invocation)
+            .idempotent()
+            .synced();
         bool_reply(
             "permit_semaphore/set.lua",
             inner.shared.conn.call(call).await?,
@@ -289,7 +293,7 @@ impl PermitExpirableSemaphore {
             .key(&*inner.channel)
             .arg(permits)
             .arg(verb);
-        let call = Call::write("add_permits", &inner.name, &invocation);
+        let call = Call::write("add_permits", &inner.name, &invocation).synced();
         int_reply(
             "permit_semaphore/add.lua",
             inner.shared.conn.call(call).await?,
@@ -554,7 +558,11 @@ impl Inner {
         if let Some(expiry) = update {
             invocation.arg(expiry);
         }
-        let call = Call::write("lease_time", &self.name, &invocation).idempotent();
+        let mut call = Call::write("lease_time", &self.name, &invocation).idempotent();
+        if update.is_some() {
+            // Redisson syncs the update, not the query.
+            call = call.synced();
+        }
         self.shared.conn.call(call).await
     }
 
@@ -593,7 +601,9 @@ impl Inner {
             loop {
                 sends += 1;
                 let delivery = Delivery::default();
-                let call = Call::write("release", &self.name, invocation).tracked(&delivery);
+                let call = Call::write("release", &self.name, invocation)
+                    .tracked(&delivery)
+                    .synced();
                 match self.shared.conn.call(call).await {
                     Ok(reply) => return Ok(Released::Reply(reply)),
                     Err(e) if e.outcome_unknown() && delivery.was_sent() => {
@@ -711,11 +721,24 @@ impl Acquire for ExpirableAcquire {
             let delivery = Delivery::default();
             let call = Call::write("acquire", &inner.name, &invocation)
                 .limit(limit)
-                .tracked(&delivery);
-            match inner.shared.conn.call(call).await {
-                Ok(Value::Nil) => Step::Busy(None),
-                Ok(ref reply) => match crate::lock::status(reply) {
-                    Some(b"OK") => Step::Granted(ids),
+                .tracked(&delivery)
+                .synced();
+            match inner.shared.conn.call_synced(call).await {
+                Ok((Value::Nil, _)) => Step::Busy(None),
+                Ok((ref reply, synced)) => match crate::lock::status(reply) {
+                    Some(b"OK") => match synced {
+                        Synced::Unacked { replicas, after } => {
+                            // As a lock: what no replica acknowledged is given back.
+                            self.undo(ids).await;
+                            Step::Failed(Error::ReplicasNotSynced {
+                                operation: "acquire",
+                                name: inner.name.to_string(),
+                                replicas,
+                                after,
+                            })
+                        }
+                        _ => Step::Granted(ids),
+                    },
                     Some(hint) if hint.first() == Some(&b':') => {
                         // ':<score>': the nearest lease end, in epoch ms.
                         let score = std::str::from_utf8(&hint[1..])

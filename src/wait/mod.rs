@@ -170,6 +170,8 @@ async fn acquire_in_span<A: Acquire>(
             Attempted::GaveUp => return GiveUp::finish(give_up, &waiter).await,
             // BUSY proves the script did not run; a waiting call retries it within its wait.
             Attempted::Failed(e) if !single && e.server_busy() => break,
+            // A grant no replica acknowledged was given back: tried again within the wait.
+            Attempted::Failed(Error::ReplicasNotSynced { .. }) if !single => break,
             // Refused by the client before anything was sent: nothing to clean up.
             Attempted::Failed(e @ Error::NotReentrant { .. }) => {
                 GiveUp::disarm(give_up, None)?;
@@ -194,12 +196,33 @@ async fn acquire_in_span<A: Acquire>(
 }
 
 /// Errors a waiter retries (with back-off) instead of returning: Redis said "later" and ran
-/// nothing, or the connection dropped or was refused (a restart). A timeout is not retried:
-/// Redis is stalled or unreachable, and the caller learns it after one command timeout.
+/// nothing, the connection dropped or was refused (a restart), or no replica acknowledged a
+/// grant, which was given back (replicas resyncing after a failover; Redisson retries the
+/// acquire too). A timeout is not retried: Redis is stalled or unreachable, and the caller
+/// learns it after one command timeout.
 fn retry_while_waiting(e: &Error) -> bool {
     e.server_busy()
         || e.connection_dropped()
         || matches!(e, Error::Redis(r) if r.is_connection_refusal())
+        || matches!(e, Error::ReplicasNotSynced { .. })
+}
+
+/// How many grants in a row no replica acknowledged: a waiter tries again after the first
+/// [`UNSYNCED_RETRIES`] (replicas resyncing after a failover catch up within seconds), then
+/// returns the error, as Redisson's `retryAttempts` (3) does, rather than waiting for ever on
+/// replicas that are gone.
+#[derive(Default)]
+struct Unsynced(u32);
+
+/// See [`Unsynced`].
+const UNSYNCED_RETRIES: u32 = 3;
+
+impl Unsynced {
+    /// Counts one more; `true` once the retries are spent.
+    fn give_up(&mut self) -> bool {
+        self.0 += 1;
+        self.0 > UNSYNCED_RETRIES
+    }
 }
 
 /// What one attempt came to, resolution included.
@@ -382,6 +405,7 @@ impl<A: Acquire> Waiter<A> {
     /// and sleep until a message or the hint, in a loop.
     async fn by_messages(&self, channel: &str, policy: WakePolicy) -> Result<Option<A::Grant>> {
         let config = &self.shared.config;
+        let mut unsynced = Unsynced::default();
         let subscription = self.shared.pubsub.subscribe(channel, policy);
         // Wait for Redis to confirm the subscription, but never past the deadline: without it
         // the loop still re-checks every `recheck_interval`.
@@ -424,6 +448,9 @@ impl<A: Acquire> Waiter<A> {
                 }
                 // Not applied after all: try again at once.
                 Attempted::Unresolved => Instant::now(),
+                Attempted::Failed(e @ Error::ReplicasNotSynced { .. }) if unsynced.give_up() => {
+                    return Err(e);
+                }
                 Attempted::Failed(e) if retry_while_waiting(&e) => {
                     let pause = transient.next_delay();
                     tracing::debug!(channel, error = %e, ?pause, "transient error while waiting; retrying");
@@ -464,11 +491,15 @@ impl<A: Acquire> Waiter<A> {
 
     /// Waits by polling: attempt, then sleep by the back-off, in a loop.
     async fn by_backoff(&self, mut backoff: Backoff) -> Result<Option<A::Grant>> {
+        let mut unsynced = Unsynced::default();
         loop {
             let pause = match self.attempt(true).await {
                 Attempted::Granted(g) => return Ok(Some(g)),
                 Attempted::GaveUp => return Ok(None),
                 Attempted::Busy(_) | Attempted::Unresolved => backoff.next_delay(),
+                Attempted::Failed(e @ Error::ReplicasNotSynced { .. }) if unsynced.give_up() => {
+                    return Err(e);
+                }
                 Attempted::Failed(e) if retry_while_waiting(&e) => backoff.next_delay(),
                 Attempted::Failed(e) => return Err(e),
             };

@@ -97,7 +97,7 @@ impl Acquire for Fake {
 fn shared() -> Arc<Shared> {
     let config = Config::from_url("redis://127.0.0.1:1");
     let tasks = Tasks::new(tokio::runtime::Handle::current());
-    Arc::new(Shared::new(config, crate::names::NameMapper::identity(), tasks).unwrap())
+    Arc::new(Shared::new(config, crate::names::NameMapper::identity(), None, tasks).unwrap())
 }
 
 #[tokio::test]

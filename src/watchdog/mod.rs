@@ -264,7 +264,9 @@ async fn renew_batch(
             .add(&mut invocation, &r.watched.key, &r.watched.field);
     }
     let sent = Instant::now();
-    let call = Call::write("renew", &first.watched.key, &invocation).idempotent();
+    let call = Call::write("renew", &first.watched.key, &invocation)
+        .idempotent()
+        .synced();
     let replies = match conn.call(call).await {
         Ok(Value::Array(replies)) if replies.len() == batch.len() => replies,
         Ok(other) => {

@@ -18,10 +18,12 @@
 //!   `redis-cli --cluster create` and ready once every node reports `cluster_state:ok` and
 //!   the same slots; it finds the master of a key ([`RedisCluster::node_for_key`]) and stops,
 //!   pauses or resumes single nodes.
-//! - [`RedisSentinel`]: one master, one replica and three Sentinels (quorum 2,
+//! - [`RedisSentinel`]: one master, two replicas and three Sentinels (quorum 2,
 //!   `down-after-milliseconds 1000`, `failover-timeout 3000`), the Sentinels being
 //!   `redis-server <conf> --sentinel`; ready once every Sentinel reports the master and knows
-//!   the replica and its peers, and the replica's link is up.
+//!   the replicas and its peers, and the replicas' links are up.
+//! - [`TlsFiles`]: a throwaway CA and a server certificate for 127.0.0.1 (the `openssl`
+//!   command), and [`RedisServer::start_tls`], a server that also listens for TLS.
 //! - [`FaultProxy`]: a TCP proxy in front of one loopback address that passes, delays,
 //!   freezes, drops or resets the traffic ([`Mode`]) of all its connections or only of those
 //!   that sent a pattern ([`FaultProxy::set_mode_for`]), and resets the connection that sends
@@ -48,8 +50,10 @@ pub mod history;
 mod proxy;
 mod sentinel;
 mod server;
+mod tls;
 
 pub use cluster::{ClusterNode, RedisCluster, RedisClusterBuilder, Role};
 pub use proxy::{FaultProxy, Mode, Trigger};
 pub use sentinel::RedisSentinel;
 pub use server::{RedisServer, RedisServerBuilder};
+pub use tls::TlsFiles;

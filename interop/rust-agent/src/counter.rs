@@ -76,7 +76,29 @@ impl Counter {
                 )?;
                 (Source::Sentinel(Mutex::new(client)), None)
             }
-            Mode::Single => (Source::Fixed(redis::Client::open(info)?), None),
+            Mode::Single => {
+                // `--tls-ca`: the server's certificate chains to this CA, not the system's.
+                let client = match &options.tls_ca {
+                    Some(ca) => {
+                        let root_cert = std::fs::read(ca).map_err(|e| {
+                            RedisError::from((
+                                redis::ErrorKind::Io,
+                                "cannot read --tls-ca",
+                                format!("{ca}: {e}"),
+                            ))
+                        })?;
+                        redis::Client::build_with_tls(
+                            info,
+                            redis::TlsCertificates {
+                                client_tls: None,
+                                root_cert: Some(root_cert),
+                            },
+                        )?
+                    }
+                    None => redis::Client::open(info)?,
+                };
+                (Source::Fixed(client), None)
+            }
         };
         let counter = Self {
             source,

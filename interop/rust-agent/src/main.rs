@@ -4,6 +4,10 @@
 //! Each protocol owner N is `Owner::new(N)` (hash field `<client id>:N`) and has a task of its
 //! own that runs its requests one after another; requests without an owner each get a task.
 
+// `Agent::handle` awaits every operation of the protocol in one async fn; the layout of that
+// future nests deeper than the compiler's default limit of 128.
+#![recursion_limit = "256"]
+
 mod agent;
 mod bench;
 mod counter;
@@ -63,7 +67,12 @@ async fn main() -> ExitCode {
     if let Some(password) = &options.password {
         builder = builder.password(password);
     }
-    builder = builder.key_prefix(options.name_prefix.clone());
+    if let Some(ca) = &options.tls_ca {
+        builder = builder.tls_ca_cert(ca);
+    }
+    builder = builder
+        .key_prefix(options.name_prefix.clone())
+        .sync_replicas(options.sync_replicas);
     let client = match builder.connect().await {
         Ok(client) => client,
         Err(e) => return fail(1, &format!("cannot reach Redis at {}: {e}", options.redis)),

@@ -15,6 +15,8 @@ usage: redisson-sync-agent [OPTIONS]
   --user NAME                        ACL user for the data nodes (default: the URL's)
   --password PASSWORD                password for the data nodes (default: the URL's)
   --name-prefix PREFIX               put before every name (Redisson NameMapper; default none)
+  --tls-ca FILE                      PEM CA certificates a rediss:// server must chain to
+  --sync-replicas auto|on|off        WAIT on replicas after lock writes (Rust agent only; default auto)
 Speaks the JSON-lines protocol of CONFORMANCE_PROTOCOL.md on stdin/stdout.";
 
 /// The topology given with `--mode`.
@@ -44,6 +46,10 @@ pub struct Options {
     /// `--name-prefix`: `Config::key_prefix` (also put before the `stress` counter's key, as
     /// Redisson's NameMapper does to the Java agent's counter bucket).
     pub name_prefix: String,
+    /// `--sync-replicas` (Rust agent only): `Config::sync_replicas`.
+    pub sync_replicas: redisson_sync::SyncReplicas,
+    /// `--tls-ca`: `Config::tls_ca_cert`.
+    pub tls_ca: Option<String>,
 }
 
 impl Options {
@@ -60,6 +66,8 @@ impl Options {
             user: None,
             password: None,
             name_prefix: String::new(),
+            sync_replicas: redisson_sync::SyncReplicas::Auto,
+            tls_ca: None,
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -99,6 +107,12 @@ impl Options {
                 }
                 "--password" => options.password = Some(value),
                 "--name-prefix" => options.name_prefix = value,
+                "--tls-ca" => options.tls_ca = Some(value),
+                "--sync-replicas" => {
+                    options.sync_replicas = value
+                        .parse()
+                        .map_err(|_| bad_value(&name, &value, "auto|on|off"))?;
+                }
                 "--watchdog-ms" => {
                     options.watchdog = Duration::from_millis(millis(&name, &value)?);
                 }

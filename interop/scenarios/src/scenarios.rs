@@ -360,6 +360,14 @@ const SCENARIOS: &[Scenario] = &[
         run: topology::name_prefix,
     },
     Scenario {
+        name: "tls",
+        smoke: true,
+        directed: true,
+        cluster: false,
+        sentinel_only: false,
+        run: topology::tls,
+    },
+    Scenario {
         name: "sentinel failover",
         smoke: true,
         directed: false,

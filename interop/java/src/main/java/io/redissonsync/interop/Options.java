@@ -12,6 +12,7 @@ final class Options {
     String user = null;
     String password = null;
     String namePrefix = "";
+    String tlsCa = null;
 
     /** Thrown for an unknown option or a bad value; main() reports it and exits 2. */
     static final class UsageException extends Exception {
@@ -22,7 +23,7 @@ final class Options {
 
     static final String USAGE = "usage: Agent [--redis URL] [--mode single|cluster|sentinel] [--master NAME]"
             + " [--watchdog-ms N] [--fair-wait-ms N] [--pubsub auto|classic|sharded] [--redisson VERSION]"
-            + " [--user NAME] [--password PASSWORD] [--name-prefix PREFIX]";
+            + " [--user NAME] [--password PASSWORD] [--name-prefix PREFIX] [--tls-ca PEM]";
 
     static Options parse(String[] args) throws UsageException {
         Options o = new Options();
@@ -46,6 +47,7 @@ final class Options {
                 case "--user":
                 case "--password":
                 case "--name-prefix":
+                case "--tls-ca":
                     break;
                 default:
                     throw new UsageException("unknown option: " + arg);
@@ -104,6 +106,9 @@ final class Options {
                     break;
                 case "--name-prefix":
                     o.namePrefix = value;
+                    break;
+                case "--tls-ca":
+                    o.tlsCa = value;
                     break;
                 default:
                     throw new AssertionError(key);

@@ -84,11 +84,41 @@ final class RedissonSetup {
         if (o.password != null) {
             setOnConfigOrServer(config, server, "setPassword", String.class, o.password);
         }
+        if (o.tlsCa != null) {
+            setOnConfigOrServer(config, server, "setSslTruststore", java.net.URL.class, truststore(o.tlsCa));
+            setOnConfigOrServer(config, server, "setSslTruststorePassword", String.class, TRUSTSTORE_PASSWORD);
+        }
         if (!o.namePrefix.isEmpty()) {
             Class<?> type = nameMapperType();
             setOnConfigOrServer(config, server, "setNameMapper", type, prefixMapper(type, o.namePrefix));
         }
         return config;
+    }
+
+    private static final String TRUSTSTORE_PASSWORD = "redisson-sync";
+
+    /**
+     * --tls-ca: the PEM CA certificates as a PKCS12 truststore in a temporary file (Redisson
+     * takes a truststore URL), deleted when the JVM exits.
+     */
+    private static java.net.URL truststore(String pemPath) {
+        try (java.io.InputStream in = new java.io.FileInputStream(pemPath)) {
+            java.security.KeyStore store = java.security.KeyStore.getInstance("PKCS12");
+            store.load(null, null);
+            int i = 0;
+            for (java.security.cert.Certificate cert :
+                    java.security.cert.CertificateFactory.getInstance("X.509").generateCertificates(in)) {
+                store.setCertificateEntry("ca" + i++, cert);
+            }
+            java.io.File file = java.io.File.createTempFile("redisson-sync-truststore", ".p12");
+            file.deleteOnExit();
+            try (java.io.OutputStream out = new java.io.FileOutputStream(file)) {
+                store.store(out, TRUSTSTORE_PASSWORD.toCharArray());
+            }
+            return file.toURI().toURL();
+        } catch (Exception e) {
+            throw new IllegalStateException("--tls-ca " + pemPath + ": " + e, e);
+        }
     }
 
     private static void setOnConfigOrServer(Config config, Object server, String name, Class<?> type, Object arg) {

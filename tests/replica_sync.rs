@@ -1,0 +1,300 @@
+//! Replica sync (issue 13; Redisson's `checkLockSyncedSlaves`, docs/LAYOUT.md §1.7): with
+//! `sync_replicas` on, every call Redisson syncs is pipelined with `WAIT <replicas>
+//! <replica_sync_timeout>`, seen in the master's `INFO commandstats` once per synced call; a
+//! grant that no replica acknowledged is given back and reported; renewals that are not
+//! acknowledged keep the hold; `off` (and `auto` on a single server) never sends `WAIT`; a
+//! server that refuses `WAIT` (here: to the user, NOPERM) turns it off after one refusal.
+//!
+//! The servers are the tests' own, on loopback and free ports: a master with two replicas and
+//! three Sentinels (`testkit::RedisSentinel`), and a plain master-replica pair. Replicas are
+//! paused with SIGSTOP, which leaves their connections open: the master still counts them,
+//! and its `WAIT` gets no acknowledgement. Every loop is bounded in count and time.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{command_stats, hash, pttl, unique_name};
+use redis::aio::MultiplexedConnection;
+use redisson_sync::{Client, Error, LockOptions, Owner, SyncReplicas};
+use testkit::{RedisSentinel, RedisServer};
+use tokio::time::sleep;
+
+const SYNC_TIMEOUT: Duration = Duration::from_millis(400);
+
+/// `WAIT` calls the master has run since its last `CONFIG RESETSTAT`.
+async fn waits(master: &mut MultiplexedConnection) -> u64 {
+    command_stats(master, "wait").await.calls
+}
+
+async fn reset_stats(master: &mut MultiplexedConnection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(master)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synced_calls_wait_for_replicas_and_an_unacknowledged_grant_is_given_back() {
+    let setup = tokio::task::spawn_blocking(RedisSentinel::start)
+        .await
+        .unwrap();
+    let mut master = setup.master().conn().await;
+    // Sentinel mode: replica sync is on by default (`auto`), as in Redisson.
+    let client = Client::builder()
+        .sentinel(setup.sentinel_urls(), setup.master_name())
+        .replica_sync_timeout(SYNC_TIMEOUT)
+        .watchdog_timeout(Duration::from_secs(3))
+        .connect()
+        .await
+        .unwrap();
+    let (a, b) = (Owner::new(1), Owner::new(2));
+
+    // One WAIT per synced call: the acquire, a refused acquire, the unlock. Queries and the
+    // latch (Redisson does not sync them) send none.
+    // Scripts loaded first (a NOSCRIPT would send the pipeline, and its WAIT, twice).
+    lock_and_unlock(&client).await;
+    let name = unique_name("sync");
+    let lock = client.lock(&name);
+    let first = lock
+        .try_lock_with_options(Duration::ZERO, &LockOptions::new().owner(a))
+        .await
+        .unwrap()
+        .expect("free");
+    reset_stats(&mut master).await;
+    let again = lock
+        .try_lock_with_options(Duration::ZERO, &LockOptions::new().owner(a))
+        .await
+        .unwrap()
+        .expect("re-entry");
+    assert_eq!(waits(&mut master).await, 1, "the acquire");
+    assert!(lock.is_locked().await.unwrap());
+    assert!(
+        lock.try_lock_with_options(Duration::ZERO, &LockOptions::new().owner(b))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        waits(&mut master).await,
+        2,
+        "a refused acquire is synced too"
+    );
+    again.unlock().await.unwrap();
+    assert_eq!(waits(&mut master).await, 3, "the unlock");
+    let latch = client.count_down_latch(unique_name("sync-latch"));
+    latch.try_set_count(2).await.unwrap();
+    latch.count_down().await.unwrap();
+    assert_eq!(waits(&mut master).await, 3, "the latch is not synced");
+
+    // A watchdog hold (lease 3 s, renewed every second) that lives through the pause below.
+    let watched_name = unique_name("sync-watched");
+    let watched = client.lock(&watched_name).lock().await.unwrap();
+    let semaphore = client.semaphore(unique_name("sync-sem"));
+    assert!(semaphore.try_set_permits(3).await.unwrap());
+
+    // Both replicas stopped: nothing acknowledges. A new grant is given back and reported.
+    for replica in setup.replicas() {
+        replica.pause();
+    }
+    let paused = Instant::now();
+    let fresh = unique_name("sync-fresh");
+    let started = Instant::now();
+    let err = client
+        .lock(&fresh)
+        .try_lock()
+        .await
+        .expect_err("no replica acknowledged");
+    let took = started.elapsed();
+    match &err {
+        Error::ReplicasNotSynced {
+            operation,
+            name,
+            replicas,
+            after,
+        } => {
+            assert_eq!(*operation, "acquire");
+            assert_eq!(name, &fresh);
+            assert_eq!(*replicas, 2);
+            assert_eq!(*after, SYNC_TIMEOUT);
+        }
+        other => panic!("expected ReplicasNotSynced, got {other:?}"),
+    }
+    assert!(took >= SYNC_TIMEOUT, "returned after {took:?}");
+    assert!(err.to_string().contains("none of the master's 2 replicas"));
+    assert_eq!(
+        pttl(&mut master, &fresh).await,
+        -2,
+        "the grant was given back"
+    );
+    // A re-entry that nobody acknowledged gives back that one hold, not the others.
+    let err = lock
+        .try_lock_with_options(Duration::ZERO, &LockOptions::new().owner(a))
+        .await
+        .expect_err("no replica acknowledged");
+    assert!(matches!(err, Error::ReplicasNotSynced { .. }), "{err:?}");
+    let field = format!("{}:{}", client.id(), a.id());
+    assert_eq!(
+        hash(&mut master, &name).await,
+        vec![(field, "1".to_owned())]
+    );
+    // A waiting acquire tries again (replicas resyncing after a failover catch up), three
+    // times, then returns the error too.
+    let waited = unique_name("sync-waited");
+    let started = Instant::now();
+    let err = client
+        .lock(&waited)
+        .lock()
+        .await
+        .expect_err("no replica acknowledged");
+    assert!(matches!(err, Error::ReplicasNotSynced { .. }), "{err:?}");
+    assert!(
+        started.elapsed() >= SYNC_TIMEOUT * 4,
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(pttl(&mut master, &waited).await, -2);
+    // A semaphore acquire likewise gives its permits back.
+    let err = semaphore
+        .try_acquire(2)
+        .await
+        .expect_err("not acknowledged");
+    assert!(matches!(err, Error::ReplicasNotSynced { .. }), "{err:?}");
+    assert_eq!(semaphore.available_permits().await.unwrap(), 3);
+    // Renewals nobody acknowledges still took effect on the master: the watched hold outlives
+    // its lease.
+    sleep(Duration::from_millis(3500).saturating_sub(paused.elapsed())).await;
+    assert!(
+        paused.elapsed() > Duration::from_secs(3),
+        "the hold outlived its lease"
+    );
+    for replica in setup.replicas() {
+        replica.resume();
+    }
+    assert!(!watched.is_lost(), "the watchdog stopped renewing");
+    let left = pttl(&mut master, &watched_name).await;
+    assert!(left > 0, "the watched hold is gone: pttl {left}");
+
+    // Replicas back: acquires are acknowledged again (the replicas first catch up).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let guard = loop {
+        match client.lock(&fresh).try_lock().await {
+            Ok(Some(guard)) => break guard,
+            Ok(None) => panic!("{fresh} is held"),
+            Err(Error::ReplicasNotSynced { .. }) if Instant::now() < deadline => {
+                sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("acquire after the replicas came back: {e}"),
+        }
+    };
+    guard.unlock().await.unwrap();
+    watched.unlock().await.unwrap();
+    first.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
+/// A master and one replica, without Sentinel.
+fn master_and_replica(master_args: &[&str]) -> (RedisServer, RedisServer) {
+    let master = RedisServer::start_with(master_args);
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut con = master.connect();
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut con)
+            .unwrap();
+        if info.contains("connected_slaves:1") && info.contains("state=online") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "replica never attached: {info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (master, replica)
+}
+
+async fn lock_and_unlock(client: &Client) {
+    let guard = client
+        .lock(unique_name("sync-single"))
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn off_and_auto_on_a_single_server_never_wait_and_on_does() {
+    let (master, _replica) = tokio::task::spawn_blocking(|| master_and_replica(&[]))
+        .await
+        .unwrap();
+    let mut raw = master.conn().await;
+    reset_stats(&mut raw).await;
+    for mode in [SyncReplicas::Auto, SyncReplicas::Off] {
+        let client = Client::builder()
+            .url(master.url())
+            .sync_replicas(mode)
+            .build()
+            .unwrap();
+        lock_and_unlock(&client).await;
+        client.shutdown().await;
+        assert_eq!(waits(&mut raw).await, 0, "{mode:?} sent WAIT");
+    }
+    let client = Client::builder()
+        .url(master.url())
+        .sync_replicas(SyncReplicas::On)
+        .build()
+        .unwrap();
+    lock_and_unlock(&client).await;
+    assert_eq!(waits(&mut raw).await, 2, "acquire and unlock, synced");
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_wait_turns_replica_sync_off_once() {
+    let (master, _replica) = tokio::task::spawn_blocking(|| master_and_replica(&[]))
+        .await
+        .unwrap();
+    let mut raw = master.conn().await;
+    // A user that may run everything but WAIT: the server refuses it (NOPERM), as one without
+    // the command refuses it (unknown command).
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("nowait")
+        .arg("on")
+        .arg(">pw")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .arg("-wait")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let url = format!("redis://nowait:pw@127.0.0.1:{}", master.port());
+    // Scripts loaded first (a NOSCRIPT would send the pipeline, and its WAIT, twice).
+    let warm = Client::builder()
+        .url(&url)
+        .sync_replicas(SyncReplicas::Off)
+        .build()
+        .unwrap();
+    lock_and_unlock(&warm).await;
+    warm.shutdown().await;
+    reset_stats(&mut raw).await;
+    let client = Client::builder()
+        .url(&url)
+        .sync_replicas(SyncReplicas::On)
+        .build()
+        .unwrap();
+    // The first synced call's WAIT is refused; the call itself worked, and no later call is
+    // sent with WAIT.
+    lock_and_unlock(&client).await;
+    for _ in 0..2 {
+        lock_and_unlock(&client).await;
+    }
+    let stats = command_stats(&mut raw, "wait").await;
+    assert_eq!(stats.calls, 0);
+    assert_eq!(stats.rejected_calls, 1, "WAIT sent after its refusal");
+    client.shutdown().await;
+}

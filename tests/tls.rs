@@ -1,0 +1,131 @@
+//! TLS (issue 13, the `tls` feature): `rediss://` to a `redis-server` listening with
+//! `--tls-port` and a certificate the test makes (`testkit::TlsFiles`, the `openssl`
+//! command): locks, their unlock messages (the pub/sub connection is TLS too) and the
+//! watchdog work; a server certificate the client does not trust is refused; a server that
+//! asks for client certificates gets the configured one. Keys are checked through the
+//! server's plain port.
+#![cfg(feature = "tls")]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{exists, unique_name};
+use redisson_sync::{BuildError, Client, Config, Owner};
+use testkit::{RedisServer, TlsFiles};
+
+fn tls_url(port: u16) -> String {
+    format!("rediss://127.0.0.1:{port}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_work_over_tls_and_an_untrusted_certificate_is_refused() {
+    let files = TlsFiles::generate();
+    let (server, tls_port) = RedisServer::start_tls(&files, &[]);
+    let mut plain = server.conn().await;
+    let ca = files.ca_cert().to_string_lossy().into_owned();
+    let client = Client::builder()
+        .url(tls_url(tls_port))
+        .tls_ca_cert(&ca)
+        .watchdog_timeout(Duration::from_secs(3))
+        .recheck_interval(Duration::from_secs(60))
+        .connect()
+        .await
+        .unwrap();
+    let name = unique_name("tls");
+    let lock = client.lock(&name);
+    let guard = lock.lock().await.unwrap();
+    assert!(exists(&mut plain, &name).await);
+    // A waiter of another client is woken by the unlock message (its re-check is a minute
+    // away), over its own TLS pub/sub connection.
+    let other = Client::builder()
+        .url(tls_url(tls_port))
+        .tls_ca_cert(&ca)
+        .recheck_interval(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let waiter = {
+        let lock = other.lock(&name);
+        tokio::spawn(async move {
+            lock.lock_with_options(&redisson_sync::LockOptions::new().owner(Owner::new(9)))
+                .await
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let subscribers: Vec<(String, i64)> = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(format!("redisson_lock__channel:{{{name}}}"))
+            .query_async(&mut plain)
+            .await
+            .unwrap();
+        if subscribers[0].1 == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the waiter never subscribed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Past the lease: the watchdog renews over TLS.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert!(!guard.is_lost());
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    let woken = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter was not woken")
+        .unwrap()
+        .unwrap();
+    assert!(released.elapsed() < Duration::from_secs(5));
+    woken.unlock().await.unwrap();
+    assert!(!exists(&mut plain, &name).await);
+    client.shutdown().await;
+    other.shutdown().await;
+
+    // Without the CA: the system's roots do not know the test's CA.
+    let err = Client::builder()
+        .url(tls_url(tls_port))
+        .connect()
+        .await
+        .unwrap_err();
+    let text = err.to_string().to_lowercase();
+    assert!(
+        text.contains("certificate") || text.contains("issuer"),
+        "{err}"
+    );
+    // A CA file that is not there: refused when the client is built.
+    let mut config = Config::from_url(tls_url(tls_port));
+    config.tls_ca_cert = Some("/nonexistent/ca.crt".into());
+    let err = config.create_client().unwrap_err();
+    assert!(matches!(err, BuildError::InvalidConfig(_)), "{err}");
+    assert!(err.to_string().contains("tls_ca_cert"), "{err}");
+}
+
+#[tokio::test]
+async fn a_server_that_asks_for_client_certificates_gets_the_configured_one() {
+    let files = TlsFiles::generate();
+    let (_server, tls_port) = RedisServer::start_tls(&files, &["--tls-auth-clients", "yes"]);
+    let ca = files.ca_cert().to_string_lossy().into_owned();
+    // Without a client certificate the server closes the connection.
+    let refused = Client::builder()
+        .url(tls_url(tls_port))
+        .tls_ca_cert(&ca)
+        .connect_timeout(Duration::from_secs(2))
+        .command_timeout(Duration::from_secs(2))
+        .connect()
+        .await;
+    assert!(refused.is_err(), "connected without a client certificate");
+    // The server's own certificate is also a client certificate (clientAuth) of the CA.
+    let client = Client::builder()
+        .url(tls_url(tls_port))
+        .tls_ca_cert(&ca)
+        .tls_client_cert(
+            files.server_cert().to_string_lossy(),
+            files.server_key().to_string_lossy(),
+        )
+        .connect()
+        .await
+        .unwrap();
+    let guard = client.lock(unique_name("mtls")).lock().await.unwrap();
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+}
