@@ -126,11 +126,14 @@ pub enum FaultClass {
     /// Redis Cluster: a master killed (SIGKILL) and its replica promoted; what the replica had
     /// not received yet is lost.
     MasterKill,
+    /// Redis Sentinel: `SENTINEL FAILOVER`, a replica promoted without stopping the old master
+    /// first; what the old master took in the instant before its demotion is lost.
+    SentinelFailover,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::Pause,
         Self::LinkDelay,
         Self::LinkFreeze,
@@ -143,6 +146,7 @@ impl FaultClass {
         Self::RestartWiped,
         Self::Failover,
         Self::MasterKill,
+        Self::SentinelFailover,
     ];
 
     /// A short name for tables and logs.
@@ -160,6 +164,7 @@ impl FaultClass {
             Self::RestartWiped => "restart-wiped",
             Self::Failover => "cluster-failover",
             Self::MasterKill => "master-kill",
+            Self::SentinelFailover => "sentinel-failover",
         }
     }
 
@@ -180,7 +185,8 @@ impl FaultClass {
             | Self::RestartAof
             | Self::RestartWiped
             | Self::Failover
-            | Self::MasterKill => true,
+            | Self::MasterKill
+            | Self::SentinelFailover => true,
             // A delay shorter than a renewal period only shifts renewals; a killed
             // subscription does not touch them.
             Self::LinkDelay | Self::KillPubsub => false,
@@ -549,7 +555,10 @@ fn push_overlap(
 
 fn wiped_between(faults: &[Fault], from: u64, to: u64) -> bool {
     faults.iter().any(|f| {
-        matches!(f.class, FaultClass::RestartWiped | FaultClass::MasterKill) && f.overlaps(from, to)
+        matches!(
+            f.class,
+            FaultClass::RestartWiped | FaultClass::MasterKill | FaultClass::SentinelFailover
+        ) && f.overlaps(from, to)
     })
 }
 

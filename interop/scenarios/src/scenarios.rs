@@ -360,6 +360,14 @@ const SCENARIOS: &[Scenario] = &[
         run: topology::name_prefix,
     },
     Scenario {
+        name: "acl user",
+        smoke: true,
+        directed: true,
+        cluster: false,
+        sentinel_only: false,
+        run: topology::acl_user,
+    },
+    Scenario {
         name: "tls",
         smoke: true,
         directed: true,

@@ -117,6 +117,60 @@ pub(super) fn name_prefix(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<Strin
     ))
 }
 
+/// Both sides log in as an ACL user that may touch only `app:*` keys, the lock channels and
+/// Redisson's unlock latches (`--user`, `--password`, `--name-prefix app:`): the lock lives
+/// under the prefix and is handed over by message; an agent of the same user without the
+/// prefix is refused by Redis (`NOPERM`, an error reply) and writes nothing.
+pub(super) fn acl_user(ctx: &Ctx, holder: Impl, waiter: Impl) -> Result<String, String> {
+    let mut con = ctx.con()?;
+    let () = query(
+        &mut con,
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("interop-app")
+            .arg("on")
+            .arg(">interop-secret")
+            .arg(format!("~{PREFIX}*"))
+            .arg("~redisson_lock__channel:*")
+            // Redisson 3.24+ writes an unlock latch beside the lock (REDISSON_LAYOUT §1.8).
+            .arg("~redisson_unlock_latch:*")
+            .arg("&*")
+            .arg("+@all"),
+    )?;
+    let login = ["--user", "interop-app", "--password", "interop-secret"];
+    let mut args = login.to_vec();
+    args.extend(["--name-prefix", PREFIX]);
+    let a = ctx.start_agent(holder, &args)?;
+    let b = ctx.start_agent(waiter, &args)?;
+    let owner = ctx.owner();
+    let name = ctx.name("acl");
+    let key = format!("{PREFIX}{name}");
+    lock(&a, "lock", &name, owner)?;
+    expect_holder(&mut con, &key, &a, 1)?;
+    let pending = b.send(lock_request("lock", &name, owner + 1, None))?;
+    wait_waiting(&mut con, &channel(&key), 1, &[(&b, pending)])?;
+    let latency = hand_over(&a, &name, owner, &b, pending)?;
+    expect_holder(&mut con, &key, &b, 1)?;
+    unlock(&b, "lock", &name, owner + 1)?;
+    expect_free(&mut con, &key)?;
+    // The same user without the prefix: Redis refuses the key.
+    let outside = ctx.start_agent(holder, &login)?;
+    let got = outside.wait(
+        outside.send(lock_request("lock", &name, owner + 2, Some(10_000)))?,
+        Duration::from_secs(10),
+    )?;
+    ensure!(
+        got["ok"] == false,
+        "{} took {name} outside its keys: {got}",
+        outside.label
+    );
+    expect_free(&mut con, &name)?;
+    Ok(format!(
+        "keys under {PREFIX} only; lock handed over in {latency:.2} ms by message; outside them: {}",
+        got["error"]
+    ))
+}
+
 /// Both sides over TLS: agents given `--redis rediss://127.0.0.1:<tls port> --tls-ca <CA>`
 /// of a `redis-server` with `--tls-port` and a certificate made for the scenario; a lock
 /// taken on one side is seen held on the other, handed over by message (the pub/sub

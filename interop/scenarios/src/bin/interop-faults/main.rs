@@ -34,7 +34,7 @@ use interop_scenarios::agent::{Agent, Impl};
 use interop_scenarios::server::Connection;
 use serde_json::{Value, json};
 use testkit::history::{self, Access, Fault, FaultClass, Hold, Params};
-use testkit::{FaultProxy, RedisCluster, RedisServer};
+use testkit::{FaultProxy, RedisCluster, RedisSentinel, RedisServer};
 
 use rng::Rng;
 
@@ -68,6 +68,8 @@ struct Options {
     recheck: Option<PathBuf>,
     /// Run on a Redis Cluster (3 masters, 3 replicas) instead of one server.
     cluster: bool,
+    /// Run behind Redis Sentinel (a master, two replicas, three Sentinels).
+    sentinel: bool,
     seed: u64,
     duration: Duration,
     slice: Duration,
@@ -80,6 +82,7 @@ impl Options {
             root: std::env::current_dir().map_err(|e| e.to_string())?,
             recheck: None,
             cluster: false,
+            sentinel: false,
             seed: 1,
             duration: Duration::from_secs(120),
             slice: Duration::from_secs(8),
@@ -91,10 +94,13 @@ impl Options {
                 "--root" => options.root = PathBuf::from(value()?),
                 "--recheck" => options.recheck = Some(PathBuf::from(value()?)),
                 "--mode" => {
-                    options.cluster = match value()?.as_str() {
-                        "cluster" => true,
-                        "single" => false,
-                        other => return Err(format!("--mode single|cluster, not {other:?}")),
+                    (options.cluster, options.sentinel) = match value()?.as_str() {
+                        "cluster" => (true, false),
+                        "sentinel" => (false, true),
+                        "single" => (false, false),
+                        other => {
+                            return Err(format!("--mode single|cluster|sentinel, not {other:?}"));
+                        }
                     }
                 }
                 "--seed" => options.seed = number(&arg, &value()?)?,
@@ -248,7 +254,13 @@ fn access(kind: &str) -> Access {
 fn run(options: &Options) -> Result<bool, String> {
     let out = options.root.join("target/faults").join(format!(
         "{}seed-{}",
-        if options.cluster { "cluster-" } else { "" },
+        if options.cluster {
+            "cluster-"
+        } else if options.sentinel {
+            "sentinel-"
+        } else {
+            ""
+        },
         options.seed
     ));
     let _ = std::fs::remove_dir_all(&out);
@@ -256,9 +268,12 @@ fn run(options: &Options) -> Result<bool, String> {
     // One server behind a proxy per agent, or a cluster the agents reach directly.
     let mut server = None;
     let mut cluster = None;
+    let mut sentinel = None;
     let mut proxies = Vec::new();
     if options.cluster {
         cluster = Some(RedisCluster::builder().masters(3).replicas(1).try_start()?);
+    } else if options.sentinel {
+        sentinel = Some(RedisSentinel::try_start()?);
     } else {
         server = Some(
             RedisServer::builder()
@@ -267,10 +282,11 @@ fn run(options: &Options) -> Result<bool, String> {
                 .try_start()?,
         );
     }
-    let redis_url = match (&server, &cluster) {
-        (Some(server), _) => server.url(),
-        (_, Some(cluster)) => cluster.seed_urls()[0].clone(),
-        _ => unreachable!("a server or a cluster"),
+    let redis_url = match (&server, &cluster, &sentinel) {
+        (Some(server), _, _) => server.url(),
+        (_, Some(cluster), _) => cluster.seed_urls()[0].clone(),
+        (_, _, Some(setup)) => setup.sentinel_urls()[0].clone(),
+        _ => unreachable!("a server, a cluster or Sentinel"),
     };
     let mut agents = Vec::new();
     for (i, imp) in [Impl::Rust, Impl::Rust, Impl::Java, Impl::Java]
@@ -293,6 +309,18 @@ fn run(options: &Options) -> Result<bool, String> {
                 let url = proxy.url();
                 proxies.push(proxy);
                 url
+            }
+            None if options.sentinel => {
+                let setup = sentinel.as_ref().expect("Sentinel");
+                extra.extend([
+                    "--mode".into(),
+                    "sentinel".into(),
+                    "--master".into(),
+                    setup.master_name().to_string(),
+                ]);
+                // Each agent asks its own Sentinel.
+                let urls = setup.sentinel_urls();
+                urls[i % urls.len()].clone()
             }
             None => {
                 extra.extend([
@@ -330,6 +358,8 @@ fn run(options: &Options) -> Result<bool, String> {
         options.slice.as_secs(),
         if options.cluster {
             format!("cluster of 3 masters and 3 replicas, seed {redis_url}, pub/sub auto")
+        } else if options.sentinel {
+            format!("a master, 2 replicas and 3 Sentinels ({redis_url}, ...), replica sync on")
         } else {
             format!("{redis_url} (AOF always)")
         },
@@ -342,18 +372,20 @@ fn run(options: &Options) -> Result<bool, String> {
     let deadline = started + options.duration;
     let server = server.map(Mutex::new);
     let cluster = cluster.map(Mutex::new);
+    let sentinel = sentinel.map(Mutex::new);
     let stop = AtomicBool::new(false);
     let fault_log =
         Mutex::new(std::fs::File::create(out.join("faults.jsonl")).map_err(|e| e.to_string())?);
     let (faults, logs) = thread::scope(|scope| {
         let nemesis = scope.spawn(|| {
-            let topology = match (&server, &cluster) {
-                (Some(server), _) => nemesis::Topology::Single {
+            let topology = match (&server, &cluster, &sentinel) {
+                (Some(server), _, _) => nemesis::Topology::Single {
                     server,
                     proxies: &proxies,
                 },
-                (_, Some(cluster)) => nemesis::Topology::Cluster(cluster),
-                _ => unreachable!("a server or a cluster"),
+                (_, Some(cluster), _) => nemesis::Topology::Cluster(cluster),
+                (_, _, Some(setup)) => nemesis::Topology::Sentinel(setup),
+                _ => unreachable!("a server, a cluster or Sentinel"),
             };
             let targets = nemesis::Targets {
                 topology,
@@ -370,9 +402,14 @@ fn run(options: &Options) -> Result<bool, String> {
             .map(|(a, owner)| {
                 let agent = &agents[a];
                 let name_of = &name_of;
-                let seed = options.seed;
-                let slice = options.slice;
-                scope.spawn(move || work(agent, owner, seed, started, slice, deadline, name_of))
+                let plan = Plan {
+                    seed: options.seed,
+                    started,
+                    slice: options.slice,
+                    deadline,
+                    sentinel: options.sentinel,
+                };
+                scope.spawn(move || work(agent, owner, plan, name_of))
             })
             .collect();
         let faults = nemesis.join().expect("nemesis panicked");
@@ -388,13 +425,25 @@ fn run(options: &Options) -> Result<bool, String> {
     let holds: Vec<Hold> = logs.iter().flat_map(|l| l.holds.iter().cloned()).collect();
     write_holds(&out.join("holds.jsonl"), &holds)?;
     let report = history::check(&holds, &faults, &params());
-    let wiped = faults
-        .iter()
-        .any(|f| matches!(f.class, FaultClass::RestartWiped | FaultClass::MasterKill));
+    let wiped = faults.iter().any(|f| {
+        matches!(
+            f.class,
+            FaultClass::RestartWiped | FaultClass::MasterKill | FaultClass::SentinelFailover
+        )
+    });
     let con = match (server.map(|s| s.into_inner().unwrap()), &cluster) {
         (Some(server), _) => {
             let con = server.try_connect()?;
             (Some(server), Connection::Single(con))
+        }
+        (None, None) if sentinel.is_some() => {
+            let setup = sentinel.as_ref().expect("Sentinel").lock().unwrap();
+            let addr = setup.current_master_addr()?;
+            let con = setup
+                .server_at(addr)
+                .ok_or_else(|| format!("no data node at {addr}"))?
+                .try_connect()?;
+            (None, Connection::Single(con))
         }
         (None, Some(cluster)) => {
             let seeds = cluster.lock().unwrap().seed_urls();
@@ -465,15 +514,25 @@ fn run(options: &Options) -> Result<bool, String> {
 }
 
 /// One owner's loop: `stress` batches of the current slice's kind until the deadline.
-fn work(
-    agent: &Agent,
-    owner: u64,
+/// When and how the workers load the kinds.
+#[derive(Clone, Copy)]
+struct Plan {
     seed: u64,
     started: Instant,
     slice: Duration,
     deadline: Instant,
-    name_of: &dyn Fn(&str) -> String,
-) -> WorkerLog {
+    /// Behind Sentinel (no semaphore kinds).
+    sentinel: bool,
+}
+
+fn work(agent: &Agent, owner: u64, plan: Plan, name_of: &dyn Fn(&str) -> String) -> WorkerLog {
+    let Plan {
+        seed,
+        started,
+        slice,
+        deadline,
+        sentinel,
+    } = plan;
     let mut log = WorkerLog::default();
     let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(owner) ^ hash(&agent.label));
     let crate_side = agent.label.starts_with("rust");
@@ -485,11 +544,14 @@ fn work(
         }
         let slot = ((now - started).as_millis() / slice.as_millis()) as usize % KINDS.len();
         let family = KINDS[slot];
-        if !crate_side && matches!(family, "semaphore" | "psem") {
+        if (!crate_side || sentinel) && matches!(family, "semaphore" | "psem") {
             // Redisson's untimed semaphore acquires (RSemaphore and RPermitExpirableSemaphore)
             // wait for a release message without ever looking again: after a lost message
             // they wait for good with permits free (seen: two Java psem acquires still
             // waiting 180 s later; see RELIABILITY.md). Only the crate's agents load them.
+            // Behind Sentinel none do: a failover loses what the old master took after the
+            // promotion, and a lost release is a permit gone for good (the counting semaphore
+            // has no lease, the suite's expirable permits none either): the kind starves.
             thread::sleep(Duration::from_millis(100));
             continue;
         }

@@ -9,17 +9,20 @@ use std::time::{Duration, Instant};
 
 use interop_scenarios::agent::Agent;
 use testkit::history::{Fault, FaultClass};
-use testkit::{FaultProxy, Mode, RedisCluster, RedisServer};
+use testkit::{FaultProxy, Mode, RedisCluster, RedisSentinel, RedisServer};
 
 use crate::rng::Rng;
 use crate::{now_ns, reseed};
 
 /// Relative weights of the fault classes, in [`FaultClass::ALL`] order, on one server (every
 /// agent behind a proxy of its own)...
-const WEIGHTS: [u64; 12] = [3, 2, 2, 1, 2, 2, 2, 3, 1, 1, 0, 0];
-/// ...and on a cluster (the agents reach the nodes directly: no link faults; no restarts, but
-/// failovers, manual and by a killed master).
-const CLUSTER_WEIGHTS: [u64; 12] = [3, 0, 0, 0, 0, 2, 0, 3, 0, 0, 2, 1];
+const WEIGHTS: [u64; 13] = [3, 2, 2, 1, 2, 2, 2, 3, 1, 1, 0, 0, 0];
+/// ...on a cluster (the agents reach the nodes directly: no link faults; no restarts, but
+/// failovers, manual and by a killed master)...
+const CLUSTER_WEIGHTS: [u64; 13] = [3, 0, 0, 0, 0, 2, 0, 3, 0, 0, 2, 1, 0];
+/// ...and behind Sentinel (the agents reach the master directly: faults on the master, and
+/// `SENTINEL FAILOVER`).
+const SENTINEL_WEIGHTS: [u64; 13] = [3, 0, 0, 0, 0, 2, 1, 3, 0, 0, 0, 0, 2];
 
 /// What the nemesis can hit besides the agents.
 pub enum Topology<'a> {
@@ -29,6 +32,8 @@ pub enum Topology<'a> {
         proxies: &'a [FaultProxy],
     },
     Cluster(&'a Mutex<RedisCluster>),
+    /// A master with two replicas and three Sentinels.
+    Sentinel(&'a Mutex<RedisSentinel>),
 }
 
 /// Everything the nemesis can hit.
@@ -63,6 +68,7 @@ pub fn run(
         let weights = match targets.topology {
             Topology::Single { .. } => &WEIGHTS,
             Topology::Cluster(_) => &CLUSTER_WEIGHTS,
+            Topology::Sentinel(_) => &SENTINEL_WEIGHTS,
         };
         let class = FaultClass::ALL[rng.weighted(weights)];
         match inject(targets, class, &mut rng) {
@@ -87,7 +93,94 @@ fn inject(targets: &Targets<'_>, class: FaultClass, rng: &mut Rng) -> Result<Fau
     match targets.topology {
         Topology::Single { server, proxies } => inject_single(targets, server, proxies, class, rng),
         Topology::Cluster(cluster) => inject_cluster(targets, cluster, class, rng),
+        Topology::Sentinel(setup) => inject_sentinel(targets, setup, class, rng),
     }
+}
+
+fn inject_sentinel(
+    targets: &Targets<'_>,
+    setup: &Mutex<RedisSentinel>,
+    class: FaultClass,
+    rng: &mut Rng,
+) -> Result<Fault, String> {
+    let agent = rng.below(targets.agents.len() as u64) as usize;
+    // The data node the Sentinels name as master now.
+    let master = |setup: &RedisSentinel| -> Result<redis::Connection, String> {
+        let addr = setup.current_master_addr()?;
+        setup
+            .server_at(addr)
+            .ok_or_else(|| format!("no data node at {addr}"))?
+            .try_connect()
+    };
+    Ok(match class {
+        FaultClass::Pause => pause(targets, agent, rng)?,
+        FaultClass::KillPubsub => {
+            let mut con = master(&setup.lock().unwrap())?;
+            let start_ns = now_ns();
+            send(&mut con, &["CLIENT", "KILL", "TYPE", "pubsub"])?;
+            fault(class, None, start_ns)
+        }
+        FaultClass::ClientPauseWrite => {
+            let mut con = master(&setup.lock().unwrap())?;
+            let d = ms(rng, 200, 2500);
+            let start_ns = now_ns();
+            send(
+                &mut con,
+                &["CLIENT", "PAUSE", &d.as_millis().to_string(), "WRITE"],
+            )?;
+            thread::sleep(d);
+            fault(class, None, start_ns)
+        }
+        FaultClass::DebugSleep => {
+            // Shorter than the Sentinels' down-after (1 s): a stall, not a failover.
+            let mut con = master(&setup.lock().unwrap())?;
+            let d = ms(rng, 200, 800);
+            let start_ns = now_ns();
+            send(
+                &mut con,
+                &["DEBUG", "SLEEP", &format!("{:.3}", d.as_secs_f64())],
+            )?;
+            fault(class, None, start_ns)
+        }
+        FaultClass::SentinelFailover => {
+            let setup = setup.lock().unwrap();
+            // The Sentinels refuse a failover while the last one is still being completed
+            // (INPROG, up to their failover-timeout): wait for it, bounded.
+            let old = setup.current_master_addr()?;
+            let mut tries = 0;
+            let start_ns = loop {
+                let start_ns = now_ns();
+                match setup.failover() {
+                    Ok(_) => break start_ns,
+                    Err(e) if e.contains("INPROG") && tries < 20 => {
+                        tries += 1;
+                        thread::sleep(Duration::from_millis(500));
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            // Until the old master is a replica, it still takes writes from the clients that
+            // have not moved yet, while the new one takes the others': two masters. The fault
+            // lasts until the Sentinels have demoted it.
+            let node = setup
+                .server_at(old)
+                .ok_or_else(|| format!("no data node at {old}"))?;
+            wait_for(Duration::from_secs(15), || {
+                node.try_connect()
+                    .ok()
+                    .and_then(|mut con| {
+                        redis::cmd("ROLE")
+                            .query::<Vec<redis::Value>>(&mut con)
+                            .ok()
+                    })
+                    .is_some_and(|role| {
+                        matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"slave")
+                    })
+            });
+            fault(class, None, start_ns)
+        }
+        other => return Err(format!("{} is not injected behind Sentinel", other.name())),
+    })
 }
 
 fn ms(rng: &mut Rng, lo: u64, hi: u64) -> Duration {
@@ -179,8 +272,8 @@ fn inject_single(
             }
             fault
         }
-        FaultClass::Failover | FaultClass::MasterKill => {
-            return Err(format!("{} needs a cluster", class.name()));
+        FaultClass::Failover | FaultClass::MasterKill | FaultClass::SentinelFailover => {
+            return Err(format!("{} needs a cluster or Sentinel", class.name()));
         }
     })
 }
