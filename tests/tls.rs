@@ -2,8 +2,10 @@
 //! `--tls-port` and a certificate the test makes (`testkit::TlsFiles`, the `openssl`
 //! command): locks, their unlock messages (the pub/sub connection is TLS too) and the
 //! watchdog work; a server certificate the client does not trust is refused; a server that
-//! asks for client certificates gets the configured one. Keys are checked through the
-//! server's plain port.
+//! asks for client certificates gets the configured one; a Redis Cluster over TLS (nodes and
+//! bus) and a Sentinel setup over TLS (Sentinels, data nodes, replication) serve locks, wake
+//! waiters by message and, behind Sentinel, follow a failover. Keys are checked through the
+//! servers' plain ports.
 #![cfg(feature = "tls")]
 
 mod common;
@@ -128,4 +130,113 @@ async fn a_server_that_asks_for_client_certificates_gets_the_configured_one() {
     let guard = client.lock(unique_name("mtls")).lock().await.unwrap();
     guard.unlock().await.unwrap();
     client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_over_tls_serves_every_master() {
+    let files = TlsFiles::generate();
+    let cluster = tokio::task::spawn_blocking({
+        let builder = testkit::RedisCluster::builder().masters(3).tls(&files);
+        move || builder.start()
+    })
+    .await
+    .unwrap();
+    let ca = files.ca_cert().to_string_lossy().into_owned();
+    let client = Client::builder()
+        .cluster(cluster.tls_seed_urls())
+        .tls_ca_cert(&ca)
+        .recheck_interval(Duration::from_secs(60))
+        .connect()
+        .await
+        .unwrap();
+    let waiters = Client::builder()
+        .cluster(cluster.tls_seed_urls())
+        .tls_ca_cert(&ca)
+        .recheck_interval(Duration::from_secs(60))
+        .connect()
+        .await
+        .unwrap();
+    // A name on each master (found through the plain ports).
+    let mut names: Vec<(String, u16)> = Vec::new();
+    for i in 0..200 {
+        let name = format!("{}:{i}", unique_name("tls-cluster"));
+        let port = cluster.node_for_key(&name).port;
+        if !names.iter().any(|(_, p)| *p == port) {
+            names.push((name, port));
+        }
+        if names.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(names.len(), 3, "names on every master: {names:?}");
+    for (name, port) in &names {
+        let guard = client.lock(name).lock().await.unwrap();
+        let mut plain = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        assert!(exists(&mut plain, name).await, "{name} not on its master");
+        // A waiter of another client is woken by the unlock message (sharded pub/sub over
+        // TLS); its re-check is a minute away.
+        let waiter = {
+            let lock = waiters.lock(name);
+            tokio::spawn(async move { lock.lock().await })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let released = Instant::now();
+        guard.unlock().await.unwrap();
+        let woken = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("the waiter was not woken")
+            .unwrap()
+            .unwrap();
+        assert!(released.elapsed() < Duration::from_secs(5));
+        woken.unlock().await.unwrap();
+        assert!(!exists(&mut plain, name).await);
+    }
+    client.shutdown().await;
+    waiters.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_over_tls_finds_the_master_and_follows_a_failover() {
+    let files = TlsFiles::generate();
+    let setup = tokio::task::block_in_place(|| testkit::RedisSentinel::start_tls(&files));
+    let ca = files.ca_cert().to_string_lossy().into_owned();
+    let client = || {
+        Client::builder()
+            .sentinel(setup.tls_sentinel_urls(), setup.master_name())
+            .tls_ca_cert(&ca)
+            .watchdog_timeout(Duration::from_secs(5))
+            .recheck_interval(Duration::from_secs(60))
+            .connect()
+    };
+    let holder = client().await.unwrap();
+    let waiters = client().await.unwrap();
+    let name = unique_name("tls-sentinel");
+    let guard = holder.lock(&name).lock().await.unwrap();
+    let mut plain = setup.master().conn().await;
+    assert!(exists(&mut plain, &name).await, "{name} not on the master");
+    let waiter = {
+        let lock = waiters.lock(&name);
+        tokio::spawn(async move { lock.lock().await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A failover: both clients follow it over TLS; the holder keeps its lock.
+    let new = tokio::task::block_in_place(|| setup.failover()).unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let mut master = setup.server_at(new).expect("a data node").conn().await;
+    assert!(exists(&mut master, &name).await, "the hold did not survive");
+    assert!(!guard.is_lost());
+    guard.unlock().await.unwrap();
+    let woken = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter was not woken")
+        .unwrap()
+        .unwrap();
+    woken.unlock().await.unwrap();
+    assert!(!exists(&mut master, &name).await);
+    holder.shutdown().await;
+    waiters.shutdown().await;
 }

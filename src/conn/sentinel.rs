@@ -19,6 +19,7 @@ use super::tls::Tls;
 use crate::config::Config;
 use crate::credentials::{self, CredentialsProvider};
 use crate::error::BuildError;
+use crate::wait::BoxFuture;
 
 /// The server a [`Single`](super::single::Single) topology opens its connections to.
 pub(super) struct Source {
@@ -31,14 +32,25 @@ pub(super) struct Source {
 /// Where the server is.
 pub(super) enum At {
     /// One address ([`Config::url`]).
-    Fixed(redis::Client),
+    Fixed(Box<redis::Client>),
     /// The master the Sentinels name now.
-    Sentinel(Sentinels),
+    Sentinel(Box<Sentinels>),
+}
+
+/// How the master is asked for.
+enum Lookup {
+    /// redis-rs's `Sentinel`, with the data nodes' login in `Sentinels::data`.
+    Plain(Mutex<Sentinel>),
+    /// redis-rs's `SentinelClient`, which also gives the data nodes the configured TLS
+    /// certificates (its master lookup opens a connection to check the role: with a private
+    /// CA, that connection needs them already).
+    #[cfg(feature = "tls")]
+    Certified(Mutex<redis::sentinel::SentinelClient>),
 }
 
 /// The Sentinels of one master name, and how to log in to the data nodes they name.
 pub(super) struct Sentinels {
-    sentinel: Mutex<Sentinel>,
+    lookup: Lookup,
     /// Each Sentinel's address and credentials, for the `+switch-master` listener.
     infos: Vec<ConnectionInfo>,
     master: String,
@@ -54,7 +66,7 @@ impl Source {
         tls: Tls,
     ) -> Result<Self, BuildError> {
         let at = if config.is_sentinel() {
-            At::Sentinel(Sentinels::new(config, &tls)?)
+            At::Sentinel(Box::new(Sentinels::new(config, &tls)?))
         } else {
             let info = with_credentials(
                 config
@@ -64,7 +76,7 @@ impl Source {
                     .map_err(BuildError::Url)?,
                 config,
             );
-            At::Fixed(tls.client(info).map_err(BuildError::Url)?)
+            At::Fixed(Box::new(tls.client(info).map_err(BuildError::Url)?))
         };
         Ok(Self { at, provider, tls })
     }
@@ -81,15 +93,27 @@ impl Source {
     /// the master it names is opened to check its role).
     ///
     /// With a credentials provider, the client logs in with what it answers now.
-    pub(super) async fn client(&self) -> redis::RedisResult<redis::Client> {
+    ///
+    /// Boxed: redis-rs's Sentinel lookups are deep futures, and every connection's creation
+    /// (and so `ClientBuilder::connect`) contains this one.
+    pub(super) fn client(&self) -> BoxFuture<'_, redis::RedisResult<redis::Client>> {
+        Box::pin(self.lookup())
+    }
+
+    async fn lookup(&self) -> redis::RedisResult<redis::Client> {
         let client = match &self.at {
-            At::Fixed(client) => client.clone(),
-            At::Sentinel(sentinels) => {
-                let mut sentinel = sentinels.sentinel.lock().await;
-                sentinel
-                    .async_master_for(&sentinels.master, Some(&sentinels.data))
-                    .await?
-            }
+            At::Fixed(client) => (**client).clone(),
+            At::Sentinel(sentinels) => match &sentinels.lookup {
+                Lookup::Plain(sentinel) => {
+                    sentinel
+                        .lock()
+                        .await
+                        .async_master_for(&sentinels.master, Some(&sentinels.data))
+                        .await?
+                }
+                #[cfg(feature = "tls")]
+                Lookup::Certified(client) => client.lock().await.async_get_client().await?,
+            },
         };
         let mut info = client.get_connection_info().clone();
         if let Some(provider) = &self.provider {
@@ -128,7 +152,6 @@ impl Sentinels {
             })
             .collect::<redis::RedisResult<Vec<ConnectionInfo>>>()
             .map_err(BuildError::Url)?;
-        let sentinel = Sentinel::build(infos.clone()).map_err(BuildError::Url)?;
         // The data nodes: the database, user and password of `url`, then the explicit ones.
         let url = config
             .url
@@ -136,23 +159,82 @@ impl Sentinels {
             .into_connection_info()
             .map_err(BuildError::Url)?;
         let redis = with_credentials(url, config).redis_settings().clone();
-        let mut data = SentinelNodeConnectionInfo::default().set_redis_connection_info(redis);
+        let mut data =
+            SentinelNodeConnectionInfo::default().set_redis_connection_info(redis.clone());
         // Data nodes over TLS when the Sentinels are (as Redisson decides by the scheme).
-        if config
+        let secure = config
             .sentinel_nodes
             .iter()
-            .any(|node| node.starts_with("rediss://"))
-        {
+            .any(|node| node.starts_with("rediss://"));
+        if secure {
             data = data.set_tls_mode(redis::TlsMode::Secure);
         }
+        #[cfg(feature = "tls")]
+        let lookup = match tls.certs() {
+            Some(certs) => Lookup::Certified(Mutex::new(
+                certified(config, &infos, &redis, secure, certs).map_err(BuildError::Url)?,
+            )),
+            None => Lookup::Plain(Mutex::new(
+                Sentinel::build(infos.clone()).map_err(BuildError::Url)?,
+            )),
+        };
+        #[cfg(not(feature = "tls"))]
+        let lookup = Lookup::Plain(Mutex::new(
+            Sentinel::build(infos.clone()).map_err(BuildError::Url)?,
+        ));
         Ok(Self {
-            sentinel: Mutex::new(sentinel),
+            lookup,
             infos,
             master: config.sentinel_master.clone(),
             nodes: config.sentinel_nodes.clone(),
             data,
         })
     }
+}
+
+/// A `SentinelClient` for the master, with `certs` for the Sentinels and the data nodes; the
+/// Sentinels' login is the first one their URLs give.
+#[cfg(feature = "tls")]
+fn certified(
+    config: &Config,
+    infos: &[ConnectionInfo],
+    data: &RedisConnectionInfo,
+    secure: bool,
+    certs: redis::TlsCertificates,
+) -> redis::RedisResult<redis::sentinel::SentinelClient> {
+    use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+    let mut builder = SentinelClientBuilder::new(
+        infos.iter().map(|i| i.addr().clone()),
+        &config.sentinel_master,
+        SentinelServerType::Master,
+    )?
+    .set_client_to_redis_db(data.db())
+    .set_client_to_redis_certificates(certs.clone())
+    .set_client_to_sentinel_certificates(certs);
+    if secure {
+        builder = builder
+            .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
+            .set_client_to_sentinel_tls_mode(redis::TlsMode::Secure);
+    }
+    if let Some(user) = data.username() {
+        builder = builder.set_client_to_redis_username(user);
+    }
+    if let Some(password) = data.password() {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    if let Some(sentinel) = infos
+        .iter()
+        .map(ConnectionInfo::redis_settings)
+        .find(|r| r.password().is_some())
+    {
+        if let Some(user) = sentinel.username() {
+            builder = builder.set_client_to_sentinel_username(user);
+        }
+        if let Some(password) = sentinel.password() {
+            builder = builder.set_client_to_sentinel_password(password);
+        }
+    }
+    builder.build()
 }
 
 impl Sentinels {

@@ -48,6 +48,8 @@ pub struct RedisClusterBuilder {
     masters: usize,
     replicas: usize,
     args: Vec<String>,
+    /// CA certificate, server certificate and key: every node also listens for TLS.
+    tls: Option<[String; 3]>,
 }
 
 impl RedisClusterBuilder {
@@ -70,6 +72,21 @@ impl RedisClusterBuilder {
         self
     }
 
+    /// Every node also listens for TLS on a port of its own, with `files`' certificate, and
+    /// the cluster bus runs over TLS (`tls-cluster yes`, so that `CLUSTER SLOTS` answers TLS
+    /// clients with the TLS ports and plain clients with the plain ones); the cluster is
+    /// created over TLS. [`tls_seed_urls`](RedisCluster::tls_seed_urls) are the `rediss://`
+    /// seeds; the plain ports (and every other method) work as without TLS.
+    pub fn tls(mut self, files: &crate::TlsFiles) -> Self {
+        let path = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
+        self.tls = Some([
+            path(files.ca_cert()),
+            path(files.server_cert()),
+            path(files.server_key()),
+        ]);
+        self
+    }
+
     /// Starts the nodes, creates the cluster and waits (up to 30 s) until every node reports
     /// `cluster_state:ok` and all agree on the slots. Panics on failure.
     pub fn start(self) -> RedisCluster {
@@ -86,7 +103,32 @@ impl RedisClusterBuilder {
         }
         let count = self.masters * (1 + self.replicas);
         let mut servers = Vec::with_capacity(count);
+        let mut tls_ports = Vec::new();
         for _ in 0..count {
+            let mut tls_args: Vec<String> = Vec::new();
+            if let Some([ca, cert, key]) = &self.tls {
+                let port = crate::server::free_port()?;
+                tls_ports.push(port);
+                tls_args = [
+                    "--tls-port",
+                    &port.to_string(),
+                    "--tls-cert-file",
+                    cert,
+                    "--tls-key-file",
+                    key,
+                    "--tls-ca-cert-file",
+                    ca,
+                    "--tls-auth-clients",
+                    "no",
+                    "--tls-cluster",
+                    "yes",
+                    "--tls-replication",
+                    "yes",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            }
             let server = RedisServer::builder()
                 .args(&[
                     "--cluster-enabled",
@@ -99,14 +141,16 @@ impl RedisClusterBuilder {
                     "0",
                 ])
                 .args(&self.args.iter().map(String::as_str).collect::<Vec<_>>())
+                .args(&tls_args.iter().map(String::as_str).collect::<Vec<_>>())
                 .try_start()?;
             servers.push(server);
         }
         let mut cluster = RedisCluster {
             servers,
             roles: Vec::new(),
+            tls_ports,
         };
-        cluster.create(self.replicas)?;
+        cluster.create(self.replicas, self.tls.as_ref().map(|[ca, ..]| ca.as_str()))?;
         cluster.wait_agreed()?;
         cluster.roles = cluster
             .servers
@@ -127,6 +171,8 @@ impl RedisClusterBuilder {
 pub struct RedisCluster {
     servers: Vec<RedisServer>,
     roles: Vec<Role>,
+    /// The nodes' TLS ports, in node order (empty without [`RedisClusterBuilder::tls`]).
+    tls_ports: Vec<u16>,
 }
 
 impl RedisCluster {
@@ -136,6 +182,7 @@ impl RedisCluster {
             masters: 3,
             replicas: 0,
             args: Vec::new(),
+            tls: None,
         }
     }
 
@@ -147,6 +194,15 @@ impl RedisCluster {
     /// `redis://127.0.0.1:<port>` of every node, for a cluster client's seed list.
     pub fn seed_urls(&self) -> Vec<String> {
         self.servers.iter().map(RedisServer::url).collect()
+    }
+
+    /// `rediss://127.0.0.1:<tls port>` of every node (empty without
+    /// [`RedisClusterBuilder::tls`]).
+    pub fn tls_seed_urls(&self) -> Vec<String> {
+        self.tls_ports
+            .iter()
+            .map(|port| format!("rediss://127.0.0.1:{port}"))
+            .collect()
     }
 
     /// Every node, with its index, port, pid and role at creation.
@@ -224,12 +280,24 @@ impl RedisCluster {
         Ok(self.node(index))
     }
 
-    /// `redis-cli --cluster create <every node> --cluster-replicas R --cluster-yes`.
-    fn create(&self, replicas: usize) -> Result<(), String> {
-        let output = Command::new("redis-cli")
+    /// `redis-cli --cluster create <every node> --cluster-replicas R --cluster-yes`; over TLS
+    /// (the TLS ports, trusting `tls_ca`) when the nodes' bus is.
+    fn create(&self, replicas: usize, tls_ca: Option<&str>) -> Result<(), String> {
+        let mut cli = Command::new("redis-cli");
+        let addrs: Vec<String> = match tls_ca {
+            Some(ca) => {
+                cli.args(["--tls", "--cacert", ca]);
+                self.tls_ports
+                    .iter()
+                    .map(|port| format!("127.0.0.1:{port}"))
+                    .collect()
+            }
+            None => self.servers.iter().map(|s| s.addr().to_string()).collect(),
+        };
+        let output = cli
             .arg("--cluster")
             .arg("create")
-            .args(self.servers.iter().map(|s| s.addr().to_string()))
+            .args(addrs)
             .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()

@@ -23,7 +23,9 @@
 //!   `redis-server <conf> --sentinel`; ready once every Sentinel reports the master and knows
 //!   the replicas and its peers, and the replicas' links are up.
 //! - [`TlsFiles`]: a throwaway CA and a server certificate for 127.0.0.1 (the `openssl`
-//!   command), and [`RedisServer::start_tls`], a server that also listens for TLS.
+//!   command), and [`RedisServer::start_tls`], a server that also listens for TLS;
+//!   [`RedisClusterBuilder::tls`] and [`RedisSentinel::start_tls`] do the same for a cluster
+//!   (its bus over TLS too) and a Sentinel setup (replication and the Sentinels' links too).
 //! - [`FaultProxy`]: a TCP proxy in front of one loopback address that passes, delays,
 //!   freezes, drops or resets the traffic ([`Mode`]) of all its connections or only of those
 //!   that sent a pattern ([`FaultProxy::set_mode_for`]), and resets the connection that sends

@@ -34,6 +34,8 @@ pub struct RedisSentinel {
     master: RedisServer,
     replicas: Vec<RedisServer>,
     sentinels: Vec<RedisServer>,
+    /// With [`start_tls`](Self::start_tls): each process's plain port -> its TLS port.
+    tls_ports: HashMap<u16, u16>,
 }
 
 impl RedisSentinel {
@@ -44,34 +46,140 @@ impl RedisSentinel {
 
     /// [`start`](Self::start), reporting failure as an error message instead of panicking.
     pub fn try_start() -> Result<Self, String> {
+        Self::try_start_with(None)
+    }
+
+    /// [`start`](Self::start) with every process also listening for TLS (a port of its own,
+    /// `files`' certificate): replication, the Sentinels' links to the data nodes and to each
+    /// other, and what the Sentinels report all use the TLS ports
+    /// ([`tls_sentinel_urls`](Self::tls_sentinel_urls) for clients); the plain ports stay
+    /// open for the tests' own queries.
+    pub fn start_tls(files: &crate::TlsFiles) -> Self {
+        Self::try_start_with(Some(files)).unwrap_or_else(|msg| panic!("{msg}"))
+    }
+
+    fn try_start_with(files: Option<&crate::TlsFiles>) -> Result<Self, String> {
+        let mut tls_ports = HashMap::new();
+        let path = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
+        let tls = files.map(|f| {
+            [
+                path(f.ca_cert()),
+                path(f.server_cert()),
+                path(f.server_key()),
+            ]
+        });
+        // The TLS arguments of one process, and its TLS port.
+        let tls_args = |port: u16| -> Vec<String> {
+            let Some([ca, cert, key]) = &tls else {
+                return Vec::new();
+            };
+            [
+                "--tls-port",
+                &port.to_string(),
+                "--tls-cert-file",
+                cert,
+                "--tls-key-file",
+                key,
+                "--tls-ca-cert-file",
+                ca,
+                "--tls-auth-clients",
+                "no",
+                "--tls-replication",
+                "yes",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+        };
+        let mut start = |builder: crate::RedisServerBuilder| -> Result<RedisServer, String> {
+            if tls.is_none() {
+                return builder.try_start();
+            }
+            let port = crate::server::free_port()?;
+            let args = tls_args(port);
+            let server = builder
+                .args(&args.iter().map(String::as_str).collect::<Vec<_>>())
+                .try_start()?;
+            tls_ports.insert(server.port(), port);
+            Ok(server)
+        };
         let data_args = ["--repl-diskless-sync-delay", "0"];
-        let master = RedisServer::builder().args(&data_args).try_start()?;
+        let master = start(RedisServer::builder().args(&data_args))?;
         let master_port = master.port().to_string();
-        let replicas = (0..REPLICAS)
-            .map(|_| {
+        let mut replicas = Vec::new();
+        for _ in 0..REPLICAS {
+            replicas.push(start(RedisServer::builder().args(&data_args).args(&[
+                "--replicaof",
+                "127.0.0.1",
+                &master_port,
+            ]))?);
+        }
+        let mut sentinels = Vec::new();
+        for _ in 0..SENTINELS {
+            // A Sentinel needs a configuration file of its own to write its state to.
+            sentinels.push(start(
                 RedisServer::builder()
-                    .args(&data_args)
-                    .args(&["--replicaof", "127.0.0.1", &master_port])
-                    .try_start()
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let conf = format!(
-            "sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} {QUORUM}\n\
-             sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
-             sentinel failover-timeout {MASTER_NAME} 3000\n"
-        );
-        let sentinels = (0..SENTINELS)
-            .map(|_| {
-                RedisServer::builder()
-                    .config_file("sentinel.conf", conf.clone())
-                    .arg("--sentinel")
-                    .try_start()
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+                    .config_file("sentinel.conf", "# written by the Sentinel\n".to_owned())
+                    .arg("--sentinel"),
+            )?);
+        }
+        // Data addresses: the TLS ports with TLS. Replicas were pointed at the plain port
+        // (started before their master's TLS port was known to them): point them again.
+        let data_port = |server: &RedisServer| {
+            tls_ports
+                .get(&server.port())
+                .copied()
+                .unwrap_or(server.port())
+        };
+        if tls.is_some() {
+            for replica in &replicas {
+                let mut con = connect_with_timeout(replica, QUERY_TIMEOUT)?;
+                let _: () = redis::cmd("REPLICAOF")
+                    .arg("127.0.0.1")
+                    .arg(data_port(&master))
+                    .query(&mut con)
+                    .map_err(|e| format!("REPLICAOF: {e}"))?;
+            }
+        }
+        // The Sentinels monitor the master's data address; with TLS they announce their TLS
+        // port to each other.
+        for sentinel in &sentinels {
+            let mut con = connect_with_timeout(sentinel, QUERY_TIMEOUT)?;
+            if tls.is_some() {
+                let _: () = redis::cmd("SENTINEL")
+                    .arg("CONFIG")
+                    .arg("SET")
+                    .arg("announce-port")
+                    .arg(data_port(sentinel))
+                    .query(&mut con)
+                    .map_err(|e| format!("SENTINEL CONFIG SET announce-port: {e}"))?;
+            }
+            let _: () = redis::cmd("SENTINEL")
+                .arg("MONITOR")
+                .arg(MASTER_NAME)
+                .arg("127.0.0.1")
+                .arg(data_port(&master))
+                .arg(QUORUM)
+                .query(&mut con)
+                .map_err(|e| format!("SENTINEL MONITOR: {e}"))?;
+            for (option, value) in [
+                ("down-after-milliseconds", "1000"),
+                ("failover-timeout", "3000"),
+            ] {
+                let _: () = redis::cmd("SENTINEL")
+                    .arg("SET")
+                    .arg(MASTER_NAME)
+                    .arg(option)
+                    .arg(value)
+                    .query(&mut con)
+                    .map_err(|e| format!("SENTINEL SET {option}: {e}"))?;
+            }
+        }
         let setup = Self {
             master,
             replicas,
             sentinels,
+            tls_ports,
         };
         setup.wait_settled()?;
         Ok(setup)
@@ -80,6 +188,24 @@ impl RedisSentinel {
     /// `redis://127.0.0.1:<port>` of every Sentinel.
     pub fn sentinel_urls(&self) -> Vec<String> {
         self.sentinels.iter().map(RedisServer::url).collect()
+    }
+
+    /// `rediss://127.0.0.1:<tls port>` of every Sentinel (empty without
+    /// [`start_tls`](Self::start_tls)).
+    pub fn tls_sentinel_urls(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .filter_map(|s| self.tls_ports.get(&s.port()))
+            .map(|port| format!("rediss://127.0.0.1:{port}"))
+            .collect()
+    }
+
+    /// Where clients reach `server`: its TLS port with [`start_tls`](Self::start_tls).
+    fn data_addr(&self, server: &RedisServer) -> SocketAddr {
+        match self.tls_ports.get(&server.port()) {
+            Some(&port) => SocketAddr::from(([127, 0, 0, 1], port)),
+            None => server.addr(),
+        }
     }
 
     /// The name the Sentinels know the master by (`mymaster`).
@@ -166,7 +292,8 @@ impl RedisSentinel {
 
     /// The data node (master or replica, as started) at `addr`.
     pub fn server_at(&self, addr: SocketAddr) -> Option<&RedisServer> {
-        self.servers().find(|s| s.addr() == addr)
+        self.servers()
+            .find(|s| s.addr() == addr || self.data_addr(s) == addr)
     }
 
     fn servers(&self) -> impl Iterator<Item = &RedisServer> {
@@ -205,7 +332,7 @@ impl RedisSentinel {
         }
         for sentinel in &self.sentinels {
             let addr = master_addr(sentinel)?;
-            if addr != self.master.addr() {
+            if addr != self.data_addr(&self.master) {
                 return Err(format!(
                     "Sentinel {} reports master {addr}",
                     sentinel.port()
