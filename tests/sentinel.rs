@@ -123,6 +123,78 @@ async fn locks_go_to_the_master_the_sentinels_name_and_bad_setups_are_refused() 
     assert!(text.contains("read-only replica"), "{text}");
     assert!(text.contains("sentinel"), "{text}");
 
+    // The Sentinels' login and the data nodes' are separate: an ACL user of the Sentinels in
+    // their URLs, another user of the data nodes in the configuration.
+    let acl = |user: &str, password: &str| {
+        let mut cmd = redis::cmd("ACL");
+        cmd.arg("SETUSER")
+            .arg(user)
+            .arg("on")
+            .arg(format!(">{password}"))
+            .arg("~*")
+            .arg("&*")
+            .arg("+@all");
+        cmd
+    };
+    for sentinel in setup.sentinels() {
+        let _: () = acl("watcher", "watch-secret")
+            .query_async(&mut sentinel.conn().await)
+            .await
+            .unwrap();
+    }
+    let _: () = acl("app", "app-secret")
+        .query_async(&mut master)
+        .await
+        .unwrap();
+    let urls: Vec<String> = setup
+        .sentinels()
+        .iter()
+        .map(|s| format!("redis://watcher:watch-secret@127.0.0.1:{}", s.port()))
+        .collect();
+    let logged_in = Client::builder()
+        .sentinel(urls.clone(), setup.master_name())
+        .username("app")
+        .password("app-secret")
+        .connect()
+        .await
+        .unwrap();
+    let guard = logged_in
+        .lock(unique_name("sentinel-acl"))
+        .lock()
+        .await
+        .unwrap();
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut master)
+        .await
+        .unwrap();
+    assert!(clients.contains("user=app"), "{clients}");
+    let mut watchers = 0;
+    for sentinel in setup.sentinels() {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut sentinel.conn().await)
+            .await
+            .unwrap();
+        watchers += clients.matches("user=watcher").count();
+    }
+    assert!(watchers > 0, "no Sentinel connection logged in as watcher");
+    guard.unlock().await.unwrap();
+    logged_in.shutdown().await;
+    // The data nodes' password given to the Sentinels instead: refused at connect.
+    let wrong: Vec<String> = urls
+        .iter()
+        .map(|u| u.replace("watch-secret", "app-secret"))
+        .collect();
+    let err = Client::builder()
+        .sentinel(wrong, setup.master_name())
+        .username("app")
+        .password("app-secret")
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(!err.to_string().contains("secret"), "{err}");
+
     client.shutdown().await;
     other.shutdown().await;
 }

@@ -78,12 +78,7 @@ impl RedisClusterBuilder {
     /// created over TLS. [`tls_seed_urls`](RedisCluster::tls_seed_urls) are the `rediss://`
     /// seeds; the plain ports (and every other method) work as without TLS.
     pub fn tls(mut self, files: &crate::TlsFiles) -> Self {
-        let path = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
-        self.tls = Some([
-            path(files.ca_cert()),
-            path(files.server_cert()),
-            path(files.server_key()),
-        ]);
+        self.tls = Some(files.paths());
         self
     }
 
@@ -106,28 +101,12 @@ impl RedisClusterBuilder {
         let mut tls_ports = Vec::new();
         for _ in 0..count {
             let mut tls_args: Vec<String> = Vec::new();
-            if let Some([ca, cert, key]) = &self.tls {
+            if let Some(paths) = &self.tls {
                 let port = crate::server::free_port()?;
                 tls_ports.push(port);
-                tls_args = [
-                    "--tls-port",
-                    &port.to_string(),
-                    "--tls-cert-file",
-                    cert,
-                    "--tls-key-file",
-                    key,
-                    "--tls-ca-cert-file",
-                    ca,
-                    "--tls-auth-clients",
-                    "no",
-                    "--tls-cluster",
-                    "yes",
-                    "--tls-replication",
-                    "yes",
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
+                tls_args = crate::tls::server_args(paths, port);
+                tls_args
+                    .extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(String::from));
             }
             let server = RedisServer::builder()
                 .args(&[

@@ -60,36 +60,15 @@ impl RedisSentinel {
 
     fn try_start_with(files: Option<&crate::TlsFiles>) -> Result<Self, String> {
         let mut tls_ports = HashMap::new();
-        let path = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
-        let tls = files.map(|f| {
-            [
-                path(f.ca_cert()),
-                path(f.server_cert()),
-                path(f.server_key()),
-            ]
-        });
-        // The TLS arguments of one process, and its TLS port.
+        let tls = files.map(crate::TlsFiles::paths);
+        // The TLS arguments of one process (replication and the Sentinels' links over TLS).
         let tls_args = |port: u16| -> Vec<String> {
-            let Some([ca, cert, key]) = &tls else {
+            let Some(paths) = &tls else {
                 return Vec::new();
             };
-            [
-                "--tls-port",
-                &port.to_string(),
-                "--tls-cert-file",
-                cert,
-                "--tls-key-file",
-                key,
-                "--tls-ca-cert-file",
-                ca,
-                "--tls-auth-clients",
-                "no",
-                "--tls-replication",
-                "yes",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+            let mut args = crate::tls::server_args(paths, port);
+            args.extend(["--tls-replication", "yes"].map(String::from));
+            args
         };
         let mut start = |builder: crate::RedisServerBuilder| -> Result<RedisServer, String> {
             if tls.is_none() {

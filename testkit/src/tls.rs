@@ -123,10 +123,46 @@ impl TlsFiles {
         self.dir.join("server.key")
     }
 
+    /// The `redis-server` arguments that make it listen for TLS on `port` with these files
+    /// (clients are not asked for certificates).
+    pub(crate) fn server_args(&self, port: u16) -> Vec<String> {
+        server_args(&self.paths(), port)
+    }
+
+    /// The CA certificate, server certificate and key paths, as text.
+    pub(crate) fn paths(&self) -> [String; 3] {
+        let path = |p: PathBuf| p.to_string_lossy().into_owned();
+        [
+            path(self.ca_cert()),
+            path(self.server_cert()),
+            path(self.server_key()),
+        ]
+    }
+
     /// The directory of the files.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+}
+
+/// The `redis-server` arguments that make it listen for TLS on `port` with the CA certificate,
+/// server certificate and key at `paths` (clients are not asked for certificates).
+pub(crate) fn server_args([ca, cert, key]: &[String; 3], port: u16) -> Vec<String> {
+    [
+        "--tls-port",
+        &port.to_string(),
+        "--tls-cert-file",
+        cert,
+        "--tls-key-file",
+        key,
+        "--tls-ca-cert-file",
+        ca,
+        "--tls-auth-clients",
+        "no",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 impl Drop for TlsFiles {
@@ -148,23 +184,12 @@ impl RedisServer {
         let mut last = String::new();
         for _ in 0..5 {
             let port = free_port()?;
-            let port_text = port.to_string();
-            let ca = files.ca_cert().to_string_lossy().into_owned();
-            let cert = files.server_cert().to_string_lossy().into_owned();
-            let key = files.server_key().to_string_lossy().into_owned();
-            let mut args = vec![
-                "--tls-port",
-                &port_text,
-                "--tls-cert-file",
-                &cert,
-                "--tls-key-file",
-                &key,
-                "--tls-ca-cert-file",
-                &ca,
-                "--tls-auth-clients",
-                "no",
-            ];
-            args.extend_from_slice(extra);
+            let args = files.server_args(port);
+            let args: Vec<&str> = args
+                .iter()
+                .map(String::as_str)
+                .chain(extra.iter().copied())
+                .collect();
             match Self::builder().args(&args).try_start() {
                 Ok(server) => return Ok((server, port)),
                 Err(e) => last = e,
