@@ -20,18 +20,25 @@
 //! `L` is granted at `t` while another holder's `E` covers `t` (and their kinds conflict), the
 //! overlap is **expected** when one of these holds, in this order:
 //!
-//! 1. `wiped`: a restart without persistence, or (in a cluster) a master killed before its
-//!    replica was promoted, happened in `[E.acquired_ns, t]`;
+//! 1. `wiped`: a fault that may lose data ([`FaultClass::may_lose_data`]: a restart without
+//!    persistence, a cluster master killed before its replica was promoted, a Sentinel
+//!    failover until the old master's demotion) overlapped `[E.acquired_ns, t]`;
 //! 2. `signalled`: the crate's lost signal fired for `E` at or before `t`;
 //! 3. `lease`: during `[E.acquired_ns, t]`, `E`'s renewals could not reach Redis (its process
 //!    stopped, its link frozen, black-holed or reset, Redis stalled or down) for one stretch of
 //!    at least [`Params::lease_loss_ns`] (a watchdog lease minus one renewal period: the
-//!    shortest blackout that can let a watchdog lease run out).
+//!    shortest blackout that can let a watchdog lease run out);
+//! 4. `stalled-renewal`, for Redisson's holders only: a fault kept `E`'s renewals from Redis
+//!    for any time within `[E.acquired_ns, t]`, and `t` is at least one lease
+//!    ([`Params::lease_ns`]) after `E`'s acquire was sent. Redisson renews all of a client's
+//!    holds in one chain and schedules the next renewal only when the last one has finished;
+//!    one that meets a dead connection finishes after its retries, which can outlast a short
+//!    lease. The crate's holders must have fired their lost signal instead (rule 2);
 //!
 //! and `E`'s own release did not succeed (a holder whose lease ran out must find its release
 //! refused; not required of the fair kinds, whose release of a lock that no longer exists
-//! reports success, as Redisson's does). Anything else is a **violation**. A semaphore over-grant is expected only when
-//! the semaphore was wiped.
+//! reports success, as Redisson's does). Anything else is a **violation**. A semaphore
+//! over-grant is expected only when the semaphore was wiped.
 //!
 //! A **gap** is a stretch during which a lock had no holder (a semaphore: fewer holders than
 //! permits) while a waiter, which asked before the gap began, got it only after the gap. The
@@ -129,11 +136,17 @@ pub enum FaultClass {
     /// Redis Sentinel: `SENTINEL FAILOVER`, a replica promoted without stopping the old master
     /// first; what the old master took in the instant before its demotion is lost.
     SentinelFailover,
+    /// Redis Sentinel: a failover the Sentinels started on their own, after another fault
+    /// stalled the master for longer than their `down-after-milliseconds` (a `CLIENT PAUSE
+    /// WRITE` also holds up their `PUBLISH`, and their `PING`s behind it). It lasts from the
+    /// start of the stall until the old master is demoted; what the old master took after
+    /// the promotion is lost. The nemesis never picks it; it records it when it sees one.
+    AutoFailover,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::Pause,
         Self::LinkDelay,
         Self::LinkFreeze,
@@ -147,6 +160,7 @@ impl FaultClass {
         Self::Failover,
         Self::MasterKill,
         Self::SentinelFailover,
+        Self::AutoFailover,
     ];
 
     /// A short name for tables and logs.
@@ -165,12 +179,22 @@ impl FaultClass {
             Self::Failover => "cluster-failover",
             Self::MasterKill => "master-kill",
             Self::SentinelFailover => "sentinel-failover",
+            Self::AutoFailover => "auto-failover",
         }
     }
 
     /// The class of this [`name`](Self::name).
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// Whether the lock state it hits may be lost: a restart without persistence, a master
+    /// killed or failed over before its replica had everything.
+    pub fn may_lose_data(self) -> bool {
+        matches!(
+            self,
+            Self::RestartWiped | Self::MasterKill | Self::SentinelFailover | Self::AutoFailover
+        )
     }
 
     /// Whether, while it lasts, it keeps `process`'s renewals from reaching Redis when it
@@ -186,7 +210,8 @@ impl FaultClass {
             | Self::RestartWiped
             | Self::Failover
             | Self::MasterKill
-            | Self::SentinelFailover => true,
+            | Self::SentinelFailover
+            | Self::AutoFailover => true,
             // A delay shorter than a renewal period only shifts renewals; a killed
             // subscription does not touch them.
             Self::LinkDelay | Self::KillPubsub => false,
@@ -216,6 +241,8 @@ impl Fault {
 /// The checker's bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
+    /// The watchdog lease of both sides' holds.
+    pub lease_ns: u64,
     /// The shortest renewal blackout that can let a watchdog lease run out: the lease minus
     /// one renewal period.
     pub lease_loss_ns: u64,
@@ -241,7 +268,8 @@ pub struct Overlap {
     pub at_ns: u64,
     /// How long they overlapped.
     pub for_ns: u64,
-    /// Why it was expected (`wiped`, `signalled`, `lease`), or `None` for a violation.
+    /// Why it was expected (`wiped`, `signalled`, `lease`, `stalled-renewal`), or `None` for
+    /// a violation.
     pub reason: Option<&'static str>,
     /// For a violation: what made it one.
     pub detail: String,
@@ -507,6 +535,19 @@ fn classify(
     if blackout >= params.lease_loss_ns {
         return (Some("lease"), String::new());
     }
+    // Redisson renews every watchdog hold of a client in one chain: the next renewal is
+    // scheduled only when the last one has finished, and one that meets a dead connection
+    // finishes only after its retries (seconds, its `timeout` and `retryAttempts`). So a
+    // fault shorter than the lease can still let a lease run out; the evidence that it did
+    // is a release Redis refused, and the overlap beginning a full lease after the acquire
+    // was sent (no lease runs out sooner). The crate's holders are not judged by this rule:
+    // they must have their lost signal.
+    if !earlier.crate_side
+        && blackout > 0
+        && t >= earlier.requested_ns.saturating_add(params.lease_ns)
+    {
+        return (Some("stalled-renewal"), String::new());
+    }
     let mut detail = format!(
         "longest renewal blackout {:.1} ms < {:.1} ms",
         ms(blackout),
@@ -554,12 +595,9 @@ fn push_overlap(
 }
 
 fn wiped_between(faults: &[Fault], from: u64, to: u64) -> bool {
-    faults.iter().any(|f| {
-        matches!(
-            f.class,
-            FaultClass::RestartWiped | FaultClass::MasterKill | FaultClass::SentinelFailover
-        ) && f.overlaps(from, to)
-    })
+    faults
+        .iter()
+        .any(|f| f.class.may_lose_data() && f.overlaps(from, to))
 }
 
 /// The longest single stretch within `[from, to]` during which some fault kept `process`'s
@@ -706,6 +744,7 @@ mod tests {
 
     fn params() -> Params {
         Params {
+            lease_ns: 3000 * MS,
             lease_loss_ns: 2000 * MS,
             rust_wakeup_ns: 2000 * MS,
             java_wakeup_ns: 4000 * MS,
@@ -759,7 +798,7 @@ mod tests {
 
     #[test]
     fn an_unexplained_overlap_is_a_violation_and_a_blackout_explains_one() {
-        let mut first = hold("java#1", "lock", 0, 5000);
+        let mut first = hold("rust#2", "lock", 0, 5000);
         first.released_ok = false;
         let holds = [first, hold("rust#1", "lock", 4000, 4100)];
         let report = check(&holds, &[], &params());
@@ -767,18 +806,18 @@ mod tests {
         assert_eq!(report.kinds["lock"].violations, 1);
 
         // A 1.5 s freeze of the earlier holder's link cannot let its lease run out...
-        let short = [fault(FaultClass::LinkFreeze, Some("java#1"), 1000, 2500)];
+        let short = [fault(FaultClass::LinkFreeze, Some("rust#2"), 1000, 2500)];
         assert_eq!(check(&holds, &short, &params()).violations().count(), 1);
         // ...nor a long one of someone else's...
-        let other = [fault(FaultClass::LinkFreeze, Some("java#2"), 1000, 3500)];
+        let other = [fault(FaultClass::LinkFreeze, Some("java#1"), 1000, 3500)];
         assert_eq!(check(&holds, &other, &params()).violations().count(), 1);
         // ...but a 2.5 s one can, and so can a pause joined to a stall.
-        let long = [fault(FaultClass::LinkFreeze, Some("java#1"), 1000, 3500)];
+        let long = [fault(FaultClass::LinkFreeze, Some("rust#2"), 1000, 3500)];
         let report = check(&holds, &long, &params());
         assert!(report.is_clean(), "{}", report.table());
         assert_eq!(report.overlaps[0].reason, Some("lease"));
         let joined = [
-            fault(FaultClass::Pause, Some("java#1"), 1000, 2000),
+            fault(FaultClass::Pause, Some("rust#2"), 1000, 2000),
             fault(FaultClass::DebugSleep, None, 2000, 3100),
         ];
         assert!(check(&holds, &joined, &params()).is_clean());
@@ -824,6 +863,58 @@ mod tests {
         let report = check(&late, &[], &params());
         assert_eq!(report.violations().count(), 1);
         assert!(report.overlaps[0].detail.contains("fired 1.0 ms after"));
+    }
+
+    #[test]
+    fn a_short_fault_explains_a_redisson_lease_running_out_only_a_lease_after_the_acquire() {
+        // Redisson's renewal chain stalls behind a 1 s restart; its 3 s lease runs out.
+        let mut first = hold("java#1", "fenced", 0, 5000);
+        first.released_ok = false;
+        let restart = [fault(FaultClass::RestartAof, None, 1, 1050)];
+        let later = |at: u64| hold("rust#1", "fenced", at, at + 10);
+        let report = check(&[first.clone(), later(3010)], &restart, &params());
+        assert_eq!(report.overlaps[0].reason, Some("stalled-renewal"));
+        assert!(report.is_clean(), "{}", report.table());
+
+        // Sooner than a lease after the acquire was sent: no lease ran out.
+        let report = check(&[first.clone(), later(2990)], &restart, &params());
+        assert_eq!(report.violations().count(), 1, "{}", report.table());
+        // No fault touched the hold: nothing kept its renewals from Redis.
+        let report = check(&[first.clone(), later(3010)], &[], &params());
+        assert_eq!(report.violations().count(), 1, "{}", report.table());
+        // A fault on another process does not touch this one's renewals.
+        let elsewhere = [fault(FaultClass::Pause, Some("java#2"), 1, 1050)];
+        let report = check(&[first.clone(), later(3010)], &elsewhere, &params());
+        assert_eq!(report.violations().count(), 1, "{}", report.table());
+        // Redis had both holds: the release succeeded.
+        let mut released = first.clone();
+        released.released_ok = true;
+        let report = check(&[released, later(3010)], &restart, &params());
+        assert_eq!(report.violations().count(), 1, "{}", report.table());
+        // The crate's holders must have their lost signal.
+        let mut ours = first;
+        ours.process = "rust#2".into();
+        ours.crate_side = true;
+        let report = check(&[ours, later(3010)], &restart, &params());
+        assert_eq!(report.violations().count(), 1, "{}", report.table());
+        assert!(
+            report.overlaps[0]
+                .detail
+                .contains("lost signal never fired")
+        );
+    }
+
+    #[test]
+    fn a_failover_the_sentinels_started_on_their_own_may_lose_data() {
+        let mut a = hold("rust#1", "fenced", 10, 11);
+        a.token = Some(7);
+        let mut b = hold("rust#1", "fenced", 20, 21);
+        b.token = Some(7);
+        let auto = [fault(FaultClass::AutoFailover, None, 5, 30)];
+        assert!(check(&[a.clone(), b.clone()], &auto, &params()).is_clean());
+        assert_eq!(check(&[a, b], &[], &params()).token_violations.len(), 1);
+        assert!(FaultClass::AutoFailover.may_lose_data());
+        assert!(!FaultClass::ClientPauseWrite.may_lose_data());
     }
 
     #[test]

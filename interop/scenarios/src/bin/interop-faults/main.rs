@@ -181,6 +181,7 @@ struct WorkerLog {
 /// The checker's parameters for the agents' settings.
 fn params() -> Params {
     Params {
+        lease_ns: WATCHDOG_MS * 1_000_000,
         lease_loss_ns: WATCHDOG_MS * 1_000_000 / 2,
         rust_wakeup_ns: 2_500_000_000,
         java_wakeup_ns: (WATCHDOG_MS + 1500) * 1_000_000,
@@ -369,6 +370,7 @@ fn run(options: &Options) -> Result<bool, String> {
     );
 
     let started = Instant::now();
+    let started_ns = now_ns();
     let deadline = started + options.duration;
     let server = server.map(Mutex::new);
     let cluster = cluster.map(Mutex::new);
@@ -376,7 +378,14 @@ fn run(options: &Options) -> Result<bool, String> {
     let stop = AtomicBool::new(false);
     let fault_log =
         Mutex::new(std::fs::File::create(out.join("faults.jsonl")).map_err(|e| e.to_string())?);
-    let (faults, logs) = thread::scope(|scope| {
+    let switch_url = sentinel
+        .as_ref()
+        .map(|setup| setup.lock().unwrap().sentinel_urls()[0].clone());
+    let (faults, logs, switches) = thread::scope(|scope| {
+        let switches = switch_url.as_deref().map(|url| {
+            let stop = &stop;
+            scope.spawn(move || nemesis::watch_sentinel(url, stop))
+        });
         let nemesis = scope.spawn(|| {
             let topology = match (&server, &cluster, &sentinel) {
                 (Some(server), _, _) => nemesis::Topology::Single {
@@ -418,19 +427,15 @@ fn run(options: &Options) -> Result<bool, String> {
             .into_iter()
             .map(|w| w.join().expect("worker panicked"))
             .collect();
-        (faults, logs)
+        let switches = switches.map(|w| w.join().expect("switch watcher panicked"));
+        (faults, logs, switches)
     });
     let ran = started.elapsed();
 
     let holds: Vec<Hold> = logs.iter().flat_map(|l| l.holds.iter().cloned()).collect();
     write_holds(&out.join("holds.jsonl"), &holds)?;
     let report = history::check(&holds, &faults, &params());
-    let wiped = faults.iter().any(|f| {
-        matches!(
-            f.class,
-            FaultClass::RestartWiped | FaultClass::MasterKill | FaultClass::SentinelFailover
-        )
-    });
+    let wiped = faults.iter().any(|f| f.class.may_lose_data());
     let con = match (server.map(|s| s.into_inner().unwrap()), &cluster) {
         (Some(server), _) => {
             let con = server.try_connect()?;
@@ -484,9 +489,40 @@ fn run(options: &Options) -> Result<bool, String> {
             }
         );
     }
-    let failures: Vec<&String> = logs.iter().flat_map(|l| &l.failures).collect();
+    let mut failures: Vec<String> = logs.iter().flat_map(|l| l.failures.clone()).collect();
     for f in &failures {
         let _ = writeln!(text, "FAILED REQUEST {f}");
+    }
+    if let Some(events) = switches {
+        if let Ok(events) = &events {
+            let mut lines = format!(
+                "# seconds after the start (CLOCK_MONOTONIC {started_ns} ns), channel, message\n"
+            );
+            lines += &events
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{:.3} {} {}\n",
+                        e.at_ns.saturating_sub(started_ns) as f64 / 1e9,
+                        e.channel,
+                        e.text
+                    )
+                })
+                .collect::<String>();
+            std::fs::write(out.join("sentinel-events.log"), lines).map_err(|e| e.to_string())?;
+        }
+        let switches = events.map(|events| {
+            events
+                .iter()
+                .filter(|e| e.channel == "+switch-master")
+                .map(|e| e.at_ns)
+                .collect()
+        });
+        let unrecorded = unrecorded_failovers(switches, &faults, started_ns);
+        for u in &unrecorded {
+            let _ = writeln!(text, "UNRECORDED FAILOVER {u}");
+        }
+        failures.extend(unrecorded);
     }
     let _ = writeln!(
         text,
@@ -511,6 +547,37 @@ fn run(options: &Options) -> Result<bool, String> {
     std::fs::write(out.join("report.txt"), &text).map_err(|e| e.to_string())?;
     drop(agents);
     Ok(clean)
+}
+
+/// The Sentinels' master switches (`+switch-master`, as seen by one Sentinel) that no recorded
+/// failover covers, described; or why they could not be watched.
+fn unrecorded_failovers(
+    switches: Result<Vec<u64>, String>,
+    faults: &[Fault],
+    started_ns: u64,
+) -> Vec<String> {
+    let switches = match switches {
+        Ok(switches) => switches,
+        Err(e) => return vec![format!("the switches could not be watched: {e}")],
+    };
+    switches
+        .into_iter()
+        .filter(|&t| {
+            !faults.iter().any(|f| {
+                matches!(
+                    f.class,
+                    FaultClass::SentinelFailover | FaultClass::AutoFailover
+                ) && f.start_ns <= t
+                    && t <= f.end_ns
+            })
+        })
+        .map(|t| {
+            format!(
+                "the Sentinels switched master {:.2} s into the run, outside every recorded failover",
+                t.saturating_sub(started_ns) as f64 / 1e9
+            )
+        })
+        .collect()
 }
 
 /// One owner's loop: `stress` batches of the current slice's kind until the deadline.

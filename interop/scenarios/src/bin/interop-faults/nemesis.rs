@@ -1,6 +1,7 @@
 //! The nemesis: a bounded loop that injects one fault at a time, chosen and timed from the
 //! seed, heals it, and logs its monotonic start and end.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,13 +17,14 @@ use crate::{now_ns, reseed};
 
 /// Relative weights of the fault classes, in [`FaultClass::ALL`] order, on one server (every
 /// agent behind a proxy of its own)...
-const WEIGHTS: [u64; 13] = [3, 2, 2, 1, 2, 2, 2, 3, 1, 1, 0, 0, 0];
+const WEIGHTS: [u64; 14] = [3, 2, 2, 1, 2, 2, 2, 3, 1, 1, 0, 0, 0, 0];
 /// ...on a cluster (the agents reach the nodes directly: no link faults; no restarts, but
 /// failovers, manual and by a killed master)...
-const CLUSTER_WEIGHTS: [u64; 13] = [3, 0, 0, 0, 0, 2, 0, 3, 0, 0, 2, 1, 0];
+const CLUSTER_WEIGHTS: [u64; 14] = [3, 0, 0, 0, 0, 2, 0, 3, 0, 0, 2, 1, 0, 0];
 /// ...and behind Sentinel (the agents reach the master directly: faults on the master, and
-/// `SENTINEL FAILOVER`).
-const SENTINEL_WEIGHTS: [u64; 13] = [3, 0, 0, 0, 0, 2, 1, 3, 0, 0, 0, 0, 2];
+/// `SENTINEL FAILOVER`). A failover the Sentinels start on their own is never picked: the
+/// nemesis records one when a stall of the master leads to it.
+const SENTINEL_WEIGHTS: [u64; 14] = [3, 0, 0, 0, 0, 2, 1, 3, 0, 0, 0, 0, 2, 0];
 
 /// What the nemesis can hit besides the agents.
 pub enum Topology<'a> {
@@ -71,10 +73,24 @@ pub fn run(
             Topology::Sentinel(_) => &SENTINEL_WEIGHTS,
         };
         let class = FaultClass::ALL[rng.weighted(weights)];
+        let master_before = match targets.topology {
+            Topology::Sentinel(setup) => setup.lock().unwrap().current_master_addr().ok(),
+            _ => None,
+        };
         match inject(targets, class, &mut rng) {
             Ok(fault) => {
                 log(&fault);
+                let followed = match (&targets.topology, master_before) {
+                    (Topology::Sentinel(setup), Some(before)) => {
+                        auto_failover(setup, before, &fault)
+                    }
+                    _ => None,
+                };
                 faults.push(fault);
+                if let Some(auto) = followed {
+                    log(&auto);
+                    faults.push(auto);
+                }
             }
             Err(e) => eprintln!("nemesis: {} failed: {e}", class.name()),
         }
@@ -115,9 +131,22 @@ fn inject_sentinel(
     Ok(match class {
         FaultClass::Pause => pause(targets, agent, rng)?,
         FaultClass::KillPubsub => {
+            // The lock users' subscriptions, not the Sentinels' own (named `sentinel-<id>-
+            // pubsub`): with a down-after of 1 s, a Sentinel whose link was cut can call the
+            // master down at once, and two of them fail it over (seen in a run's Sentinel
+            // events: `+sdown` 0.2 s after a `CLIENT KILL TYPE pubsub`).
             let mut con = master(&setup.lock().unwrap())?;
+            let list: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .arg("TYPE")
+                .arg("pubsub")
+                .query(&mut con)
+                .map_err(|e| format!("CLIENT LIST TYPE pubsub: {e}"))?;
             let start_ns = now_ns();
-            send(&mut con, &["CLIENT", "KILL", "TYPE", "pubsub"])?;
+            for id in clients_not_named(&list, "sentinel-") {
+                // A client gone meanwhile is no error.
+                let _ = send(&mut con, &["CLIENT", "KILL", "ID", id]);
+            }
             fault(class, None, start_ns)
         }
         FaultClass::ClientPauseWrite => {
@@ -162,25 +191,116 @@ fn inject_sentinel(
             // Until the old master is a replica, it still takes writes from the clients that
             // have not moved yet, while the new one takes the others': two masters. The fault
             // lasts until the Sentinels have demoted it.
-            let node = setup
-                .server_at(old)
-                .ok_or_else(|| format!("no data node at {old}"))?;
-            wait_for(Duration::from_secs(15), || {
-                node.try_connect()
-                    .ok()
-                    .and_then(|mut con| {
-                        redis::cmd("ROLE")
-                            .query::<Vec<redis::Value>>(&mut con)
-                            .ok()
-                    })
-                    .is_some_and(|role| {
-                        matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"slave")
-                    })
-            });
+            wait_demoted(&setup, old)?;
             fault(class, None, start_ns)
         }
         other => return Err(format!("{} is not injected behind Sentinel", other.name())),
     })
+}
+
+/// Waits (bounded) until the data node at `old` reports `ROLE slave`.
+fn wait_demoted(setup: &RedisSentinel, old: SocketAddr) -> Result<(), String> {
+    let node = setup
+        .server_at(old)
+        .ok_or_else(|| format!("no data node at {old}"))?;
+    wait_for(Duration::from_secs(15), || {
+        node.try_connect()
+            .ok()
+            .and_then(|mut con| redis::cmd("ROLE").query::<Vec<redis::Value>>(&mut con).ok())
+            .is_some_and(
+                |role| matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"slave"),
+            )
+    });
+    Ok(())
+}
+
+/// The stalls behind Sentinel that can make the Sentinels fail over on their own: they miss
+/// their `PING` replies for `down-after-milliseconds` (1 s). A `CLIENT PAUSE WRITE` holds up
+/// their `PUBLISH` of hello messages, and the `PING`s queued behind it, for the whole pause.
+const STALL_WATCHED: Duration = Duration::from_millis(700);
+/// How long after such a stall a failover it caused can still begin: the Sentinels' vote and
+/// the promotion take up to about a second after their down-after has passed.
+const AUTO_FAILOVER_WINDOW: Duration = Duration::from_secs(4);
+
+/// After a stall of the master (`fault`) of at least [`STALL_WATCHED`], watches (bounded)
+/// whether the Sentinels failed over on their own; if they did, waits until the old master
+/// is demoted and returns that failover as a fault from the stall's start: the old master
+/// took writes after the stall that its successor never saw.
+fn auto_failover(setup: &Mutex<RedisSentinel>, before: SocketAddr, fault: &Fault) -> Option<Fault> {
+    let stalls_master = matches!(
+        fault.class,
+        FaultClass::ClientPauseWrite | FaultClass::DebugSleep
+    );
+    if !stalls_master || fault.end_ns - fault.start_ns < STALL_WATCHED.as_nanos() as u64 {
+        return None;
+    }
+    let setup = setup.lock().unwrap();
+    let mut moved = false;
+    wait_for(AUTO_FAILOVER_WINDOW, || {
+        moved = setup.current_master_addr().is_ok_and(|now| now != before);
+        moved
+    });
+    if !moved {
+        return None;
+    }
+    if let Err(e) = wait_demoted(&setup, before) {
+        eprintln!("nemesis: after an automatic failover: {e}");
+    }
+    Some(Fault {
+        class: FaultClass::AutoFailover,
+        target: None,
+        start_ns: fault.start_ns,
+        end_ns: now_ns(),
+    })
+}
+
+/// One event a Sentinel published (`+sdown`, `+odown`, `+switch-master`, ...): when it was
+/// heard, its channel, its text.
+pub struct SentinelEvent {
+    pub at_ns: u64,
+    pub channel: String,
+    pub text: String,
+}
+
+/// Records every event the Sentinel at `url` publishes, until `stop`: the run's log of what
+/// the Sentinels did, and the check that every failover of the run is among the recorded
+/// faults (one the nemesis did not see would leave two masters unaccounted for).
+pub fn watch_sentinel(url: &str, stop: &AtomicBool) -> Result<Vec<SentinelEvent>, String> {
+    let client = redis::Client::open(url).map_err(|e| format!("{url}: {e}"))?;
+    let mut con = client.get_connection().map_err(|e| format!("{url}: {e}"))?;
+    con.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| e.to_string())?;
+    let mut pubsub = con.as_pubsub();
+    pubsub
+        .psubscribe("*")
+        .map_err(|e| format!("PSUBSCRIBE *: {e}"))?;
+    let mut events = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        match pubsub.get_message() {
+            Ok(msg) => events.push(SentinelEvent {
+                at_ns: now_ns(),
+                channel: msg.get_channel_name().to_owned(),
+                text: msg.get_payload().unwrap_or_default(),
+            }),
+            Err(e) if e.is_timeout() => {}
+            Err(e) => return Err(format!("the Sentinel's events: {e}")),
+        }
+    }
+    Ok(events)
+}
+
+/// The `id`s of the clients in a `CLIENT LIST` reply whose name does not start with `prefix`.
+fn clients_not_named<'a>(list: &'a str, prefix: &str) -> Vec<&'a str> {
+    list.lines()
+        .filter_map(|line| {
+            let field = |key: &str| {
+                line.split(' ')
+                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            };
+            let named = field("name").is_some_and(|name| name.starts_with(prefix));
+            field("id").filter(|_| !named)
+        })
+        .collect()
 }
 
 fn ms(rng: &mut Rng, lo: u64, hi: u64) -> Duration {
@@ -272,7 +392,10 @@ fn inject_single(
             }
             fault
         }
-        FaultClass::Failover | FaultClass::MasterKill | FaultClass::SentinelFailover => {
+        FaultClass::Failover
+        | FaultClass::MasterKill
+        | FaultClass::SentinelFailover
+        | FaultClass::AutoFailover => {
             return Err(format!("{} needs a cluster or Sentinel", class.name()));
         }
     })
@@ -419,4 +542,17 @@ fn send(con: &mut redis::Connection, args: &[&str]) -> Result<(), String> {
     cmd.query::<redis::Value>(con)
         .map(drop)
         .map_err(|e| format!("{}: {e}", args.join(" ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clients_not_named;
+
+    #[test]
+    fn the_sentinels_subscriptions_are_spared() {
+        let list = "id=4 addr=127.0.0.1:57978 fd=8 name=sentinel-8521b2af-pubsub flags=P sub=1\n\
+                    id=7 addr=127.0.0.1:57990 fd=9 name= flags=P sub=3\n\
+                    id=9 addr=127.0.0.1:57991 fd=10 name=app flags=P ssub=1\n";
+        assert_eq!(clients_not_named(list, "sentinel-"), ["7", "9"]);
+    }
 }
