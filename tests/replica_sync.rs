@@ -6,9 +6,11 @@
 //! server that refuses `WAIT` (here: to the user, NOPERM) turns it off after one refusal.
 //!
 //! The servers are the tests' own, on loopback and free ports: a master with two replicas and
-//! three Sentinels (`testkit::RedisSentinel`), and a plain master-replica pair. Replicas are
-//! paused with SIGSTOP, which leaves their connections open: the master still counts them,
-//! and its `WAIT` gets no acknowledgement. Every loop is bounded in count and time.
+//! three Sentinels (`testkit::RedisSentinel`), and a plain master-replica pair, once with the
+//! replica reaching its master through a fault proxy (`testkit::FaultProxy`: the replication
+//! link delayed, frozen, cut). Elsewhere replicas are paused with SIGSTOP, which leaves their
+//! connections open: the master still counts them, and its `WAIT` gets no acknowledgement.
+//! Every loop is bounded in count and time.
 
 mod common;
 
@@ -17,7 +19,7 @@ use std::time::{Duration, Instant};
 use common::{command_stats, hash, pttl, unique_name};
 use redis::aio::MultiplexedConnection;
 use redisson_sync::{Client, Error, LockOptions, Owner, SyncReplicas};
-use testkit::{RedisSentinel, RedisServer};
+use testkit::{FaultProxy, Mode, RedisSentinel, RedisServer};
 use tokio::time::sleep;
 
 const SYNC_TIMEOUT: Duration = Duration::from_millis(400);
@@ -197,8 +199,21 @@ async fn synced_calls_wait_for_replicas_and_an_unacknowledged_grant_is_given_bac
 /// A master and one replica, without Sentinel.
 fn master_and_replica(master_args: &[&str]) -> (RedisServer, RedisServer) {
     let master = RedisServer::start_with(master_args);
-    let port = master.port().to_string();
+    let replica = replica_at(&master, master.port());
+    (master, replica)
+}
+
+/// A replica of `master` that connects to it at `port` (the master's own, or a proxy's), once
+/// the master counts it online.
+fn replica_at(master: &RedisServer, port: u16) -> RedisServer {
+    let port = port.to_string();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    wait_replicas(master, 1);
+    replica
+}
+
+/// Waits (bounded) until `master` reports `count` connected replicas, every one online.
+fn wait_replicas(master: &RedisServer, count: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut con = master.connect();
     loop {
@@ -206,13 +221,164 @@ fn master_and_replica(master_args: &[&str]) -> (RedisServer, RedisServer) {
             .arg("replication")
             .query(&mut con)
             .unwrap();
-        if info.contains("connected_slaves:1") && info.contains("state=online") {
-            break;
+        if info.contains(&format!("connected_slaves:{count}"))
+            && info.matches("state=online").count() == count
+        {
+            return;
         }
-        assert!(Instant::now() < deadline, "replica never attached: {info}");
+        assert!(
+            Instant::now() < deadline,
+            "not {count} replicas online: {info}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
-    (master, replica)
+}
+
+/// Waits (bounded) until the replica has processed everything the master has sent.
+async fn caught_up(master: &mut MultiplexedConnection, replica: &mut MultiplexedConnection) {
+    let offset = |info: String| -> i64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix("master_repl_offset:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(-1)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let m: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(master)
+            .await
+            .unwrap();
+        let r: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(replica)
+            .await
+            .unwrap();
+        if offset(m.clone()) == offset(r.clone()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "replica behind: {m} / {r}");
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The replica reaches its master only through a fault proxy, so the proxy's faults are the
+/// replication link's: what `WAIT` counts follows them exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_acknowledged_follows_the_replication_link() {
+    let (master, proxy, replica) = tokio::task::spawn_blocking(|| {
+        let master = RedisServer::start();
+        let proxy = FaultProxy::start(master.addr());
+        let replica = replica_at(&master, proxy.addr().port());
+        (master, proxy, replica)
+    })
+    .await
+    .unwrap();
+    let mut raw = master.conn().await;
+    let mut on_replica = replica.conn().await;
+    let client = Client::builder()
+        .url(master.url())
+        .sync_replicas(SyncReplicas::On)
+        .replica_sync_timeout(SYNC_TIMEOUT)
+        .build()
+        .unwrap();
+    let a = Owner::new(1);
+    let field = format!("{}:{}", client.id(), a.id());
+    let take = |name: &str| {
+        let lock = client.lock(name);
+        async move {
+            lock.try_lock_with_options(Duration::ZERO, &LockOptions::new().owner(a))
+                .await
+        }
+    };
+
+    // Pass: an acknowledged grant is on the replica when the call returns.
+    let first = unique_name("link-pass");
+    let held = take(&first).await.unwrap().expect("free");
+    assert_eq!(
+        hash(&mut on_replica, &first).await,
+        vec![(field.clone(), "1".to_owned())]
+    );
+
+    // A delay shorter than the sync timeout: the grant waits for it (the write 100 ms down
+    // the link, the acknowledgement 100 ms back up) and is acknowledged.
+    proxy.set_mode(Mode::delay(Duration::from_millis(100)));
+    let delayed = unique_name("link-delay");
+    let started = Instant::now();
+    let guard = take(&delayed).await.unwrap().expect("free");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "acknowledged after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        hash(&mut on_replica, &delayed).await,
+        vec![(field.clone(), "1".to_owned())]
+    );
+    proxy.set_mode(Mode::Pass);
+    guard.unlock().await.unwrap();
+
+    // Frozen: nothing is acknowledged; the grant is given back on the master...
+    proxy.set_mode(Mode::Freeze);
+    let frozen = unique_name("link-freeze");
+    match take(&frozen).await {
+        Err(Error::ReplicasNotSynced {
+            operation,
+            name,
+            replicas,
+            after,
+        }) => {
+            assert_eq!((operation, name.as_str()), ("acquire", frozen.as_str()));
+            assert_eq!((replicas, after), (1, SYNC_TIMEOUT));
+        }
+        other => panic!("expected ReplicasNotSynced, got {other:?}"),
+    }
+    assert_eq!(
+        pttl(&mut raw, &frozen).await,
+        -2,
+        "the grant was given back"
+    );
+    // ...and once the held bytes are delivered, on the replica too.
+    proxy.set_mode(Mode::Pass);
+    caught_up(&mut raw, &mut on_replica).await;
+    assert_eq!(pttl(&mut on_replica, &frozen).await, -2);
+    assert_eq!(
+        hash(&mut on_replica, &first).await,
+        vec![(field.clone(), "1".to_owned())],
+        "the held lock is untouched"
+    );
+
+    // The link cut for good: the master counts no replica, and, as in Redisson, locks are
+    // then taken without `WAIT` (the count is read again after the one unacknowledged call).
+    proxy.set_mode(Mode::Reset);
+    tokio::task::block_in_place(|| wait_replicas(&master, 0));
+    let alone = unique_name("link-reset");
+    let guard = match take(&alone).await {
+        Ok(Some(guard)) => guard,
+        Err(Error::ReplicasNotSynced { .. }) => take(&alone).await.unwrap().expect("free"),
+        other => panic!("acquire with the link cut: {other:?}"),
+    };
+    reset_stats(&mut raw).await;
+    guard.unlock().await.unwrap();
+    lock_and_unlock(&client).await;
+    assert_eq!(waits(&mut raw).await, 0, "no replica: no WAIT");
+
+    // Healed: the replica resyncs, and once the client reads the count again (within its
+    // 5 s), calls are synced again.
+    proxy.set_mode(Mode::Pass);
+    tokio::task::block_in_place(|| wait_replicas(&master, 1));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        reset_stats(&mut raw).await;
+        lock_and_unlock(&client).await;
+        if waits(&mut raw).await == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "calls are not synced again");
+        sleep(Duration::from_millis(250)).await;
+    }
+    held.unlock().await.unwrap();
+    client.shutdown().await;
 }
 
 async fn lock_and_unlock(client: &Client) {
