@@ -79,7 +79,7 @@ async fn main() -> Result<()> {
             "batch {batch}: all {workers} started within {:?} of the last one being ready",
             starts.iter().max().copied().unwrap_or_default() - last_ready
         );
-        if coordinator.get_count().await? != 0 {
+        if coordinator.count().await? != 0 {
             return Err("the latch did not open".into());
         }
     }

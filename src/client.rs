@@ -10,15 +10,16 @@ use tokio::runtime::Handle;
 use crate::config::Config;
 use crate::credentials::CredentialsProvider;
 use crate::error::{BuildError, Result};
+use crate::hold::Record;
 use crate::latch::CountDownLatch;
 use crate::lock::{
-    FairLock, FencedLock, Lock, NonReentrantFairLock, NonReentrantLock, RwLock, SpinLock,
+    FairLock, FencedLock, Lock, Locks, NonReentrantFairLock, NonReentrantLock, RwLock, SpinLock,
+    TokenLock,
 };
 use crate::names::NameMapper;
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 use crate::shared::{LastHandle, Shared};
 use crate::tasks::Tasks;
-use crate::token_lock::TokenLock;
 
 /// A connection to Redis and the home of every lock made from it.
 ///
@@ -72,6 +73,8 @@ use crate::token_lock::TokenLock;
 #[derive(Clone)]
 pub struct Client {
     shared: Arc<Shared>,
+    /// What every lock of the client gets: the shared state and the client's record of holds.
+    locks: Locks,
     /// Shared by this client's clones only: warns when the last of them drops before
     /// [`shutdown`](Self::shutdown) with releases pending.
     #[allow(dead_code)]
@@ -110,48 +113,79 @@ impl Client {
         &self.shared.config
     }
 
+    /// What the server (on a cluster: the master of slot 0) offers this client: sharded
+    /// pub/sub, `CLIENT INFO` and `CLIENT KILL`, `PEXPIRETIME`, `WAIT`, and Lua scripts for
+    /// this user. Probed once, by [`ClientBuilder::connect`] (which also acts on it and logs
+    /// it at debug level) or else by the first call here; later calls return what was found.
+    /// See docs/servers.md for what each server build offers.
+    ///
+    /// ```rust,no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), redisson_sync::Error> {
+    /// let client = redisson_sync::Client::builder()
+    ///     .url("redis://127.0.0.1:6379")
+    ///     .connect()
+    ///     .await?;
+    /// let caps = client.capabilities().await?;
+    /// println!("{caps}"); // e.g. "valkey 9.1.2: scripts yes, sharded pub/sub yes, ..."
+    /// assert!(caps.scripts_allowed());
+    /// client.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`](crate::Error::Connection) or [`Error::Timeout`](crate::Error::Timeout)
+    /// when the server cannot be reached (the probe is then tried again at the next call),
+    /// [`Error::Shutdown`](crate::Error::Shutdown) after [`shutdown`](Self::shutdown).
+    pub async fn capabilities(&self) -> Result<crate::conn::Capabilities> {
+        self.shared.ensure_open()?;
+        self.shared.conn.capabilities().await
+    }
+
     /// A reentrant lock named `name` (the Redis key, mapped by the client's [`NameMapper`] if it has one; Redisson's
     /// `getLock(name)`). Creating the handle does no I/O.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.shared.clone(), self.map(name))
+        Lock::new(&self.locks, self.map(name))
     }
 
     /// A fair lock named `name` (the Redis key, mapped by the client's [`NameMapper`] if it has one; Redisson's
     /// `getFairLock(name)`): waiters are served in arrival order. Creating the handle does no
     /// I/O.
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        FairLock::new(self.shared.clone(), self.map(name))
+        FairLock::new(&self.locks, self.map(name))
     }
 
     /// A read-write lock named `name` (the Redis key, mapped by the client's [`NameMapper`] if it has one; Redisson's
     /// `getReadWriteLock(name)`), with its [`read_lock`](RwLock::read_lock) and
     /// [`write_lock`](RwLock::write_lock) halves. Creating the handle does no I/O.
     pub fn rw_lock(&self, name: impl Into<String>) -> RwLock {
-        RwLock::new(self.shared.clone(), self.map(name))
+        RwLock::new(&self.locks, self.map(name))
     }
 
     /// A fenced lock named `name` (Redisson's `getFencedLock(name)`): a reentrant lock whose
     /// every acquisition gets a fencing token. Creating the handle does no I/O.
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
-        FencedLock::new(self.shared.clone(), self.map(name))
+        FencedLock::new(&self.locks, self.map(name))
     }
 
     /// A spin lock named `name` (Redisson's `getSpinLock(name)`): waiters poll with back-off
     /// instead of subscribing. Creating the handle does no I/O.
     pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
-        SpinLock::new(self.shared.clone(), self.map(name))
+        SpinLock::new(&self.locks, self.map(name))
     }
 
     /// A non-reentrant lock named `name` (Redisson 4.4's `getNonReentrantLock(name)`).
     /// Creating the handle does no I/O.
     pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
-        NonReentrantLock::new(self.shared.clone(), self.map(name))
+        NonReentrantLock::new(&self.locks, self.map(name))
     }
 
     /// A non-reentrant fair lock named `name` (Redisson 4.4's
     /// `getNonReentrantFairLock(name)`). Creating the handle does no I/O.
     pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> NonReentrantFairLock {
-        NonReentrantFairLock::new(self.shared.clone(), self.map(name))
+        NonReentrantFairLock::new(&self.locks, self.map(name))
     }
 
     /// A counting semaphore named `name` (the Redis key, mapped by the client's [`NameMapper`] if it has one; Redisson's
@@ -176,15 +210,15 @@ impl Client {
     /// lease`, released by compare-and-delete. Not a Redisson structure; see [`TokenLock`].
     /// Creating the handle does no I/O.
     pub fn token_lock(&self, name: impl Into<String>) -> TokenLock {
-        TokenLock::new(self.shared.clone(), self.map(name))
+        TokenLock::new(&self.locks, self.map(name))
     }
 
     /// Inspects whatever Redisson structure lives at `name`: `.await` it for a
-    /// [`Snapshot`](crate::Snapshot) with the kind (see [`StructureKind`](crate::StructureKind)
+    /// [`Snapshot`](crate::inspect::Snapshot) with the kind (see [`StructureKind`](crate::inspect::StructureKind)
     /// for how it is told from the layout), the TTL, the holders (this client's marked), the
     /// fair queue with its deadlines, read holds' markers, a fenced lock's token, permits and
     /// counts. One read-only script call: it never changes anything. Options (how to read a
-    /// bare integer, the listing limit) are on [`Inspect`](crate::Inspect).
+    /// bare integer, the listing limit) are on [`Inspect`](crate::inspect::Inspect).
     ///
     /// ```rust,no_run
     /// # #[tokio::main(flavor = "current_thread")]
@@ -197,6 +231,32 @@ impl Client {
     /// ```
     pub fn inspect(&self, name: impl Into<String>) -> crate::inspect::Inspect {
         crate::inspect::Inspect::new(self.shared.clone(), self.map(name))
+    }
+
+    /// The events at `name`: `.await` it for an
+    /// [`EventStream`](crate::events::EventStream) of what happens there (acquired,
+    /// re-entered, released, expired, deleted, force-unlocked, with the holder the state
+    /// tells), whatever the structure and whoever (Java or Rust) changes it. Built on the
+    /// structure's channels and [snapshots](Self::inspect), plus keyspace notifications where
+    /// the server has them on ([`Keyspace`](crate::events::Keyspace) says whether, and what is
+    /// missed without them). Options are on [`Events`](crate::events::Events).
+    ///
+    /// ```rust,no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), redisson_sync::Error> {
+    /// # let client = redisson_sync::Client::open("redis://127.0.0.1:6379").unwrap();
+    /// use futures_util::StreamExt;
+    ///
+    /// let mut events = client.events("order:42").await?;
+    /// while let Some(event) = events.next().await {
+    ///     let event = event?;
+    ///     println!("{} {:?} ({})", event.kind, event.holder, event.seen_by);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn events(&self, name: impl Into<String>) -> crate::events::Events {
+        crate::events::Events::new(self.shared.clone(), self.map(name))
     }
 
     /// `name` as the client's [`NameMapper`] maps it: the name keys are derived from.
@@ -234,6 +294,18 @@ impl Client {
     }
 }
 
+impl Config {
+    /// Builds a [`Client`] from this configuration, on the current Tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError`] when a setting is out of range, the URL is invalid, or no runtime is
+    /// current.
+    pub fn create_client(&self) -> Result<Client, BuildError> {
+        ClientBuilder::new().config(self.clone()).build()
+    }
+}
+
 /// Builds a [`Client`]; every setter has the name of the [`Config`] field it sets.
 #[must_use = "builder does nothing itself, use `.build()` to build it"]
 #[derive(Debug, Default)]
@@ -268,7 +340,7 @@ impl ClientBuilder {
     /// ```rust,no_run
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use redisson_sync::{Client, PubSubMode};
+    /// use redisson_sync::{Client, config::PubSubMode};
     ///
     /// let client = Client::builder()
     ///     .cluster(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"])
@@ -493,6 +565,10 @@ impl ClientBuilder {
         )?);
         Ok(Client {
             last_handle: Arc::new(LastHandle(shared.clone())),
+            locks: Locks {
+                shared: shared.clone(),
+                record: Record::default(),
+            },
             shared,
         })
     }
@@ -500,18 +576,23 @@ impl ClientBuilder {
     /// [`build`](Self::build), then connects and checks the topology at once, so that a
     /// misconfiguration is reported at startup rather than by the first lock call: no seed
     /// node reachable, a single server given as a cluster or a cluster node given as a single
-    /// server, or [`PubSubMode::Sharded`](crate::PubSubMode::Sharded) on a cluster without
-    /// sharded pub/sub. In cluster mode it also settles the pub/sub flavour.
+    /// server, or [`PubSubMode::Sharded`](crate::config::PubSubMode::Sharded) on a cluster without
+    /// sharded pub/sub. In cluster mode it also settles the pub/sub flavour. It probes what
+    /// the server offers ([`Client::capabilities`]): a server without Lua, or a user whose ACL
+    /// rules refuse the script commands, fails here; a server without `CLIENT INFO` is a
+    /// warning; one without `WAIT` turns replica sync off.
     ///
     /// # Errors
     ///
-    /// [`Error::Topology`](crate::Error::Topology) naming the fix, [`Error::Redis`](crate::Error::Redis)
-    /// or [`Error::Timeout`](crate::Error::Timeout) when Redis cannot be reached, and
+    /// [`Error::Unsupported`](crate::Error::Unsupported) naming the commands the crate needs,
+    /// [`Error::Topology`](crate::Error::Topology) naming the fix,
+    /// [`Error::Connection`](crate::Error::Connection) (operation `"connect"`, the address) or
+    /// [`Error::Timeout`](crate::Error::Timeout) when Redis cannot be reached, and
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) wrapping a [`BuildError`].
     pub async fn connect(self) -> Result<Client> {
         let client = self
             .build()
-            .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
+            .map_err(|e| crate::error::Error::InvalidArgument(e.to_string()))?;
         if let Err(e) = client.shared.conn.check().await {
             client.shutdown().await;
             return Err(e);

@@ -1,8 +1,14 @@
-//! Client configuration.
+//! Client configuration: [`Config`] (every setting, serializable with the `serde` feature),
+//! the choices some settings take ([`PubSubMode`], [`SyncReplicas`]), and what the
+//! [`ClientBuilder`](crate::ClientBuilder) takes besides: a [`NameMapper`] and a
+//! [`CredentialsProvider`].
 
 use std::time::Duration;
 
 use crate::error::BuildError;
+
+pub use crate::credentials::{Credentials, CredentialsError, CredentialsProvider};
+pub use crate::names::NameMapper;
 
 /// The longest lease Redis accepts whatever the clock (`PEXPIRE` fails when now + lease
 /// overflows an `i64` of milliseconds).
@@ -253,20 +259,33 @@ impl std::fmt::Debug for Config {
     }
 }
 
-/// `url` with the password of its `user:password@` part replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+/// `url` with the password of its `user:password@` part replaced by `***`, also when the
+/// text is not a valid URL (no scheme, say), so that no message or `Debug` shows it. For a
+/// program's own messages and logs (the CLI shows URLs through it):
+///
+/// ```
+/// use redisson_sync::config::redact;
+///
+/// assert_eq!(redact("redis://app:s3cret@10.0.0.1:6379/2"), "redis://app:***@10.0.0.1:6379/2");
+/// assert_eq!(redact("rediss://token@h:6380"), "rediss://***@h:6380");
+/// assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+/// ```
+pub fn redact(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest))
+            if scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
+            (format!("{scheme}://"), rest)
+        }
+        _ => (String::new(), url),
     };
     match rest.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or("", |(user, _)| user);
-            if userinfo.contains(':') {
-                format!("{scheme}://{user}:***@{host}")
-            } else {
-                format!("{scheme}://***@{host}")
-            }
-        }
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}{user}:***@{host}"),
+            None => format!("{scheme}***@{host}"),
+        },
         None => url.to_owned(),
     }
 }
@@ -393,17 +412,6 @@ impl Config {
         }
     }
 
-    /// Builds a [`Client`](crate::Client) from this configuration, on the current Tokio
-    /// runtime.
-    ///
-    /// # Errors
-    ///
-    /// [`BuildError`] when a setting is out of range, the URL is invalid, or no runtime is
-    /// current.
-    pub fn create_client(&self) -> Result<crate::Client, BuildError> {
-        crate::ClientBuilder::new().config(self.clone()).build()
-    }
-
     /// Checks every setting; called by [`ClientBuilder::build`](crate::ClientBuilder::build).
     pub(crate) fn validate(&self) -> Result<(), BuildError> {
         let bad = |msg: String| Err(BuildError::InvalidConfig(msg));
@@ -415,12 +423,18 @@ impl Config {
         }
         for node in &self.cluster_nodes {
             if let Err(e) = redis::IntoConnectionInfo::into_connection_info(node.as_str()) {
-                return bad(format!("cluster node {node:?} is not a Redis URL: {e}"));
+                return bad(format!(
+                    "cluster node {:?} is not a Redis URL: {e}",
+                    redact(node)
+                ));
             }
         }
         for node in &self.sentinel_nodes {
             if let Err(e) = redis::IntoConnectionInfo::into_connection_info(node.as_str()) {
-                return bad(format!("sentinel node {node:?} is not a Redis URL: {e}"));
+                return bad(format!(
+                    "sentinel node {:?} is not a Redis URL: {e}",
+                    redact(node)
+                ));
             }
         }
         if self.is_sentinel() && self.is_cluster() {
@@ -489,11 +503,6 @@ impl Config {
         }
     }
 
-    /// Renewal period of the watchdog: a third of the watchdog timeout, as Redisson schedules.
-    pub(crate) fn renew_interval(&self) -> Duration {
-        self.watchdog_timeout / 3
-    }
-
     /// The lease of a hold taken without an explicit one, in milliseconds.
     pub(crate) fn watchdog_ms(&self) -> u64 {
         u64::try_from(self.watchdog_timeout.as_millis()).unwrap_or(u64::MAX)
@@ -530,7 +539,6 @@ mod tests {
     fn defaults_match_redisson() {
         let c = Config::default();
         assert_eq!(c.watchdog_timeout, Duration::from_secs(30));
-        assert_eq!(c.renew_interval(), Duration::from_secs(10));
         assert_eq!(c.watchdog_batch_size, 100);
         assert_eq!(c.command_timeout, Duration::from_secs(3));
         assert_eq!(c.replica_sync_timeout, Duration::from_secs(1));
@@ -578,6 +586,10 @@ mod tests {
         assert!(text.contains("redis://:***@10.0.0.2:26379"), "{text}");
         assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
         assert_eq!(redact("redis://token@h:1"), "redis://***@h:1");
+        // Not URLs, but shown as given elsewhere: the password stays hidden
+        // (tests/fuzz_parsers.rs).
+        assert_eq!(redact("app:s3cret@h:1"), "app:***@h:1");
+        assert_eq!(redact(":s3://cret@h"), ":***@h");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::wait::BoxFuture;
+use crate::future::BoxFuture;
 
 /// The error a [`CredentialsProvider`] returns.
 pub type CredentialsError = Box<dyn std::error::Error + Send + Sync>;
@@ -63,7 +63,7 @@ type Fetch = dyn Fn() -> BoxFuture<'static, Result<Credentials, CredentialsError
 /// its provider streams).
 ///
 /// ```
-/// use redisson_sync::{Credentials, CredentialsProvider};
+/// use redisson_sync::config::{Credentials, CredentialsProvider};
 ///
 /// let provider = CredentialsProvider::new(|| async {
 ///     // e.g. ask the cloud's token service here

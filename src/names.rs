@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// common case, a prefix, with [`Config::key_prefix`](crate::Config::key_prefix).
 ///
 /// ```
-/// use redisson_sync::NameMapper;
+/// use redisson_sync::config::NameMapper;
 ///
 /// let prefix = NameMapper::prefix("app:");
 /// assert_eq!(prefix.map("order:42"), "app:order:42");

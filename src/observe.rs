@@ -160,11 +160,12 @@ impl Outcome {
         }
     }
 
-    /// The outcome of an acquisition's result.
-    pub(crate) fn of<G, E>(result: &Result<Option<G>, E>) -> Self {
+    /// The outcome of an acquisition that was granted (`Ok(true)`), ran out of time
+    /// (`Ok(false)`) or failed.
+    pub(crate) fn of<E>(result: Result<bool, E>) -> Self {
         match result {
-            Ok(Some(_)) => Self::Acquired,
-            Ok(None) => Self::TimedOut,
+            Ok(true) => Self::Acquired,
+            Ok(false) => Self::TimedOut,
             Err(_) => Self::Error,
         }
     }
@@ -431,13 +432,14 @@ pub(crate) fn renewal_batch_span(
     tracing::debug_span!("renewal_batch", kind, size, client_id)
 }
 
-/// Ends an acquisition: records its metrics, and its outcome on its span with a `DEBUG` event.
-pub(crate) fn acquisition_ended<G, E: std::fmt::Display>(
+/// Ends an acquisition that was granted (`Ok(true)`), ran out of time (`Ok(false)`) or failed:
+/// records its metrics, and its outcome on its span with a `DEBUG` event.
+pub(crate) fn acquisition_ended<E: std::fmt::Display>(
     acquisition: Acquisition,
     span: &tracing::Span,
-    result: &Result<Option<G>, E>,
+    result: Result<bool, E>,
 ) {
-    let outcome = Outcome::of(result);
+    let outcome = Outcome::of(result.as_ref().map(|granted| *granted));
     let waited = acquisition.ended(outcome);
     span.record("outcome", outcome.as_str());
     span.in_scope(|| match result {

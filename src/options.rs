@@ -1,8 +1,33 @@
-//! Options of one acquisition, and what `PTTL` says about a key.
+//! Options of one acquisition, what `PTTL` says about a key, and durations as Redis takes
+//! them.
 
 use std::time::Duration;
 
+use crate::config::MAX_LEASE_MS;
+use crate::error::{Error, Result};
 use crate::owner::Owner;
+
+/// A lease in whole milliseconds, as the scripts take it.
+pub(crate) fn lease_millis(lease: Duration) -> Result<u64> {
+    millis("lease", lease)
+}
+
+/// A lease or time to live (`what`, for the error) in whole milliseconds, as Redis takes it:
+/// at least 1 ms, at most 2^62 ms.
+pub(crate) fn millis(what: &str, d: Duration) -> Result<u64> {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "a {what} must be at least 1 ms, got {d:?}"
+        )));
+    }
+    if ms > u128::from(MAX_LEASE_MS) {
+        return Err(Error::InvalidArgument(format!(
+            "a {what} must be at most 2^62 ms (Redis rejects later expiry times), got {d:?}"
+        )));
+    }
+    Ok(ms as u64)
+}
 
 /// Options for one acquisition: an explicit lease and/or an explicit owner.
 ///
@@ -85,6 +110,19 @@ impl Ttl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leases_are_whole_milliseconds_that_redis_accepts() {
+        assert!(lease_millis(Duration::ZERO).is_err());
+        assert!(lease_millis(Duration::from_micros(999)).is_err());
+        assert_eq!(lease_millis(Duration::from_millis(1)).unwrap(), 1);
+        assert_eq!(lease_millis(Duration::from_micros(1500)).unwrap(), 1);
+        let max = Duration::from_millis(MAX_LEASE_MS);
+        assert_eq!(lease_millis(max).unwrap(), 1 << 62);
+        let err = lease_millis(max + Duration::from_millis(1)).unwrap_err();
+        assert!(err.to_string().contains("at most 2^62 ms"), "{err}");
+        assert!(lease_millis(Duration::MAX).is_err());
+    }
 
     #[test]
     fn ttl_maps_pttl_replies() {

@@ -8,7 +8,6 @@ use crate::config::Config;
 use crate::conn::Conn;
 use crate::credentials::CredentialsProvider;
 use crate::error::{BuildError, Error, Result};
-use crate::holds::Holds;
 use crate::names::NameMapper;
 use crate::pubsub::PubSub;
 use crate::tasks::Tasks;
@@ -24,7 +23,6 @@ pub(crate) struct Shared {
     pub(crate) conn: Arc<Conn>,
     pub(crate) pubsub: PubSub,
     pub(crate) watchdog: Watchdog,
-    pub(crate) holds: Holds,
     pub(crate) tasks: Tasks,
 }
 
@@ -88,7 +86,6 @@ impl Shared {
             conn.clone(),
             id.as_str().into(),
             config.watchdog_timeout,
-            config.renew_interval(),
             config.watchdog_batch_size,
             &tasks,
         );
@@ -99,7 +96,6 @@ impl Shared {
             conn,
             pubsub,
             watchdog,
-            holds: Holds::default(),
             tasks,
         })
     }

@@ -27,9 +27,9 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, Sl
 use redis::{ProtocolVersion, PushInfo, Value};
 use tokio::sync::{OnceCell, mpsc};
 
+use super::call::{Body, Call, ServerClient};
 use super::sync::{self, WaitFor, WaitReply};
 use super::tls::Tls;
-use super::{Body, Call, ServerClient};
 use crate::config::{Config, PubSubMode};
 use crate::credentials::CredentialsProvider;
 use crate::error::{BuildError, Error, Result};
@@ -174,6 +174,16 @@ impl Cluster {
         Ok(conn.clone())
     }
 
+    /// The cluster, as errors name it: its seed nodes, passwords redacted.
+    pub(super) fn describe(&self) -> String {
+        let seeds: Vec<_> = self
+            .nodes
+            .iter()
+            .map(|n| crate::config::redact(n))
+            .collect();
+        format!("cluster seeds {}", seeds.join(", "))
+    }
+
     fn connect_error(&self, e: redis::RedisError) -> Error {
         let text = e.to_string();
         if text.contains("cluster support disabled")
@@ -201,22 +211,14 @@ impl Cluster {
             .flavour
             .get_or_try_init(|| async {
                 let mut conn = conn.clone();
-                let probe: redis::RedisResult<Value> = redis::cmd("PUBSUB")
-                    .arg("SHARDNUMSUB")
-                    .query_async(&mut conn)
-                    .await;
-                let supported = match probe {
-                    Ok(_) => true,
-                    Err(e) if e.is_io_error() || e.is_timeout() => return Err(Error::Redis(e)),
-                    Err(_) => false,
-                };
-                let flavour = decide(self.mode, supported)?;
+                let supported = super::capabilities::sharded_pubsub(&mut conn).await?;
+                let flavour = decide(self.mode, supported.is_yes())?;
                 tracing::debug!(
                     ?flavour,
                     mode = self.mode.as_str(),
                     "cluster pub/sub flavour"
                 );
-                Ok(flavour)
+                Ok::<_, Error>(flavour)
             })
             .await?;
         Ok(*flavour)
@@ -230,7 +232,9 @@ impl Cluster {
         limit: Duration,
         wait: Option<WaitFor>,
     ) -> Result<(Value, Option<WaitReply>)> {
-        check_name(call.key)?;
+        if !call.keyless {
+            check_name(call.key)?;
+        }
         let conn = self.connection().await?;
         let route = Route::with_slot(Slot::for_key(call.key), SlotAddr::Master);
         let mut routed = Routed {
@@ -253,11 +257,16 @@ impl Cluster {
                     .map(|(value, reply)| (value, Some(reply)));
             }
             match call.body {
+                Body::Script(invocation) if call.load_first => {
+                    super::capabilities::load_and_run(&mut routed, invocation)
+                        .await
+                        .map(|value| (value, None))
+                }
                 Body::Script(invocation) => {
                     // EVALSHA, loaded on NOSCRIPT and sent again by redis-rs; NOSCRIPT once
                     // more (the load went to another node while the slot map was being
                     // rebuilt after a failover) proves it did not run: try again.
-                    let mut result = invocation.invoke_async(&mut routed).await;
+                    let mut result = invocation.invoke(&mut routed).await;
                     for _ in 0..3 {
                         match &result {
                             Err(e)
@@ -269,7 +278,7 @@ impl Cluster {
                                 tracing::debug!(error = %e, "NOSCRIPT after loading; loading again");
                                 routed.target = routed.home.clone();
                                 routed.asking = false;
-                                result = invocation.invoke_async(&mut routed).await;
+                                result = invocation.invoke(&mut routed).await;
                             }
                             _ => break,
                         }
@@ -318,11 +327,26 @@ impl Cluster {
         }
         let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
         let info = conn
-            .route_command(redis::cmd("CLIENT").arg("INFO").clone(), routing)
-            .await
-            .ok()?;
-        let text: String = redis::from_redis_value(info).ok()?;
-        let identity = Arc::new(ServerClient::parse(&text)?);
+            .route_command(redis::cmd("CLIENT").arg("INFO").clone(), routing.clone())
+            .await;
+        let identity = match info {
+            Ok(info) => ServerClient::parse(&redis::from_redis_value::<String>(info).ok()?)?,
+            // Without CLIENT INFO (before 6.2, or refused to this user): the id alone, killed
+            // on the slot's master (capabilities.rs, RELIABILITY.md).
+            Err(e) if !(e.is_io_error() || e.is_timeout()) => {
+                let id = conn
+                    .route_command(redis::cmd("CLIENT").arg("ID").clone(), routing)
+                    .await
+                    .ok()?;
+                ServerClient {
+                    id: redis::from_redis_value(id).ok()?,
+                    addr: None,
+                    node: None,
+                }
+            }
+            Err(_) => return None,
+        };
+        let identity = Arc::new(identity);
         self.identities().insert(route, identity.clone());
         Some(identity)
     }
@@ -653,23 +677,28 @@ fn split_host_port(addr: &str) -> Option<(String, u16)> {
 
 /// Refuses a name whose derived keys would not share its slot: Redisson derives channels and
 /// auxiliary keys as `prefix:{name}` for a name without `{`, and `prefix:name` for one with
-/// `{` (docs/LAYOUT.md §1.2), which keeps the slot only if the name's first `{` opens a
-/// complete, non-empty hash tag. (`a{b` hashes whole while `redisson_lock__channel:a{b` does
-/// not: Redisson 4.7.0 then fails its unlock with CROSSSLOT after the lock was taken.)
+/// `{` (docs/LAYOUT.md §1.2). The first keeps the slot only if the name is not empty and has
+/// no `}` (else the braces added make another tag, or an empty one); the second only if the
+/// name's first `{` opens a complete, non-empty hash tag. (`a{b` hashes whole while
+/// `redisson_lock__channel:a{b` does not: Redisson 4.7.0 then fails its unlock with CROSSSLOT
+/// after the lock was taken; `a}b` and the empty name likewise.)
 pub(crate) fn check_name(name: &str) -> Result<()> {
-    let Some(open) = name.find('{') else {
-        return Ok(());
+    let why = match name.find('{') {
+        None if name.is_empty() => "it is empty",
+        None if name.contains('}') => "it has a '}' but no '{' before it",
+        None => return Ok(()),
+        Some(open) => match name[open + 1..].find('}') {
+            Some(len) if len > 0 => return Ok(()),
+            _ => "its first '{' opens no complete, non-empty {hash tag}",
+        },
     };
-    match name[open + 1..].find('}') {
-        Some(len) if len > 0 => Ok(()),
-        _ => Err(Error::Topology(format!(
-            "name {name:?} cannot be used on Redis Cluster: it contains '{{' without a complete, \
-             non-empty {{hash tag}} after it, so the keys and channels derived from it (such as \
-             \"redisson_lock__channel:{name}\") fall in other slots than the name itself and \
-             its scripts would fail with CROSSSLOT; use a name without braces, or one with a \
-             balanced tag such as \"{{orders}}:42\"; nothing was written"
-        ))),
-    }
+    Err(Error::Topology(format!(
+        "name {name:?} cannot be used on Redis Cluster: {why}, so the keys and channels \
+         derived from it (such as {:?}) fall in other slots than the name itself and its \
+         scripts would fail with CROSSSLOT; use a non-empty name without braces, or one \
+         whose first '{{' opens a non-empty tag such as \"{{orders}}:42\"; nothing was written",
+        crate::layout::lock_channel(name)
+    )))
 }
 
 #[cfg(test)]
@@ -681,7 +710,7 @@ mod tests {
         for ok in ["order:42", "{orders}:42", "a{b}c", "x{y}z{"] {
             assert!(check_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["a{b", "{}x", "a{}b{c}", "{"] {
+        for bad in ["a{b", "{}x", "a{}b{c}", "{", "a}b", "}", ""] {
             let err = check_name(bad).unwrap_err().to_string();
             assert!(err.contains("CROSSSLOT"), "{bad}: {err}");
         }
@@ -695,7 +724,42 @@ mod tests {
             Slot::for_key(name) == Slot::for_key(&channel)
         };
         assert!(same("order:42") && same("{orders}:42") && same("a{b}c"));
-        assert!(!same("a{b") && !same("{}x"));
+        assert!(!same("a{b") && !same("{}x") && !same("a}b") && !same(""));
+    }
+
+    /// Any name (issue 29, item 8): refused exactly when one of the names derived from it
+    /// falls in another slot. (Found by it: names with a `}` and no `{`, and the empty name,
+    /// were let through and failed with CROSSSLOT.) `REDISSON_FUZZ_CASES` and
+    /// `REDISSON_FUZZ_SEED` choose another run, as for `tests/fuzz_*.rs`.
+    #[test]
+    fn any_name_is_refused_exactly_when_a_derived_name_leaves_its_slot() {
+        use proptest::prelude::*;
+        use proptest::test_runner::TestRunner;
+
+        use crate::layout;
+
+        let mut runner = TestRunner::new(crate::reply::fuzz::config(2_000));
+        let pieces = prop::sample::select(vec!["{", "}", "{}", "a", "b", ":", "é", "{a}"]);
+        let names = prop_oneof![
+            prop::collection::vec(pieces, 0..7).prop_map(|p| p.concat()),
+            any::<String>(),
+        ];
+        runner
+            .run(&names, |name| {
+                let slot = Slot::for_key(&name);
+                let derived = [
+                    layout::lock_channel(&name),
+                    layout::fair_queue(&name),
+                    layout::fenced_token(&name),
+                    layout::permit_timeouts(&name),
+                    layout::semaphore_grant_marker(&name, "r"),
+                    layout::rwlock_timeout_prefix(&name, "f"),
+                ];
+                let kept = derived.iter().all(|key| Slot::for_key(key) == slot);
+                prop_assert_eq!(check_name(&name).is_ok(), kept, "{:?}", name);
+                Ok(())
+            })
+            .unwrap();
     }
 
     #[test]

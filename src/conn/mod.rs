@@ -3,231 +3,48 @@
 //! A [`Call`] says what it is (an operation name, for errors and tracing), which key it is for
 //! (where a topology routes it, and the key an error names), whether it reads or writes, and
 //! whether it may be sent a second time after its connection broke. Everything that depends on
-//! the topology (a single server today; Redis Cluster and Sentinel next), replica sync after
+//! the topology (a single server, one found through Sentinel, a Redis Cluster), replica sync after
 //! writes, tracing and metrics hooks in here and nowhere else; the pub/sub transport gets its
 //! subscriber connections here too.
 //!
 //! Retries: a call is sent at most twice, and only a call marked [`Resend::Once`] (reads,
 //! and writes that are idempotent) is sent again, once, on a fresh connection, after its
 //! connection dropped. Acquire and release scripts are never re-sent from here: whether they
-//! took effect is then unknown, and their callers find out (`crate::holds`).
+//! took effect is then unknown, and their callers find out (the hold layer, `crate::hold`).
 
+mod call;
+mod capabilities;
 mod cluster;
+mod script;
 mod sentinel;
 mod single;
 mod sync;
 mod tls;
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::PubSub;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, PushInfo, ScriptInvocation, Value};
+use redis::{PushInfo, Value};
 use tokio::sync::{mpsc, watch};
 
 use crate::config::Config;
 use crate::credentials::CredentialsProvider;
 use crate::error::{BuildError, Result};
+use crate::future::BoxFuture;
 use crate::tasks::Tasks;
-use crate::wait::BoxFuture;
 
+use call::{Access, Body, Resend};
+pub(crate) use call::{Call, Delivery, SlotGroup};
+pub use capabilities::{Capabilities, Supported};
 use cluster::Cluster;
 pub(crate) use cluster::Flavour;
+pub(crate) use script::{Script, ScriptInvocation};
 use single::Single;
 pub(crate) use sync::Synced;
 use sync::{ReplicaSync, WaitFor, WaitReply};
-
-/// A connection as the server knows it (`CLIENT INFO`): what `CLIENT KILL` needs to cut it
-/// off.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct ServerClient {
-    /// `id=`: unique per server process.
-    pub(crate) id: u64,
-    /// `addr=`: the client's address as the server sees it; with the id it cannot match another
-    /// connection, even after a server restart that reuses ids. `None` on servers before 6.2.
-    pub(crate) addr: Option<String>,
-    /// `laddr=`: the server's own address on this connection (which cluster node it is).
-    pub(crate) node: Option<String>,
-}
-
-impl ServerClient {
-    /// Parses a `CLIENT INFO` line (`id=7 addr=127.0.0.1:50000 laddr=... fd=...`).
-    pub(crate) fn parse(info: &str) -> Option<Self> {
-        let mut id = None;
-        let mut addr = None;
-        let mut node = None;
-        for field in info.split_whitespace() {
-            match field.split_once('=') {
-                Some(("id", v)) => id = v.parse().ok(),
-                Some(("addr", v)) => addr = Some(v.to_owned()),
-                Some(("laddr", v)) => node = Some(v.to_owned()),
-                _ => {}
-            }
-        }
-        Some(Self {
-            id: id?,
-            addr,
-            node,
-        })
-    }
-}
-
-/// Where a request went: the seam records it when it hands the request to a connection. Until
-/// then a failure means the request was never sent; after, its outcome is unknown, and
-/// [`Conn::cut_off`] can make sure it never runs later.
-#[derive(Debug, Default)]
-pub(crate) struct Delivery(Mutex<Option<Option<Arc<ServerClient>>>>);
-
-impl Delivery {
-    /// `true` once the request may have reached Redis.
-    pub(crate) fn was_sent(&self) -> bool {
-        self.lock().is_some()
-    }
-
-    /// Records the connection the request goes out on; a request sent again (after a replica
-    /// refused it, so that nothing of the first send ran) records its new connection.
-    fn record(&self, client: Option<Arc<ServerClient>>) {
-        *self.lock() = Some(client);
-    }
-
-    /// The connection the request last went out on, if it was sent on one the server could
-    /// name.
-    fn client(&self) -> Option<Arc<ServerClient>> {
-        self.lock().clone().flatten()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Option<Arc<ServerClient>>>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-/// Whether a call reads or writes: where a topology may send it (replicas serve reads), and
-/// which calls replica sync follows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Access {
-    Read,
-    Write,
-}
-
-/// Whether a call may be sent a second time after its connection broke.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Resend {
-    /// Never: its effect is not idempotent (acquire, release), the caller resolves an unknown
-    /// outcome itself.
-    Never,
-    /// Once, on a fresh connection, when the connection dropped: reads, and writes whose
-    /// second run changes nothing more (renewal, force unlock, cleanup).
-    Once,
-}
-
-/// What a call sends.
-pub(crate) enum Body<'a> {
-    /// A script: EVALSHA, loaded and sent again on NOSCRIPT.
-    Script(&'a ScriptInvocation<'a>),
-    /// A plain command.
-    Command(&'a Cmd),
-}
-
-/// One Redis call, as the seam sees it.
-pub(crate) struct Call<'a> {
-    pub(crate) op: &'static str,
-    pub(crate) key: &'a str,
-    pub(crate) access: Access,
-    pub(crate) resend: Resend,
-    /// How long to wait for the reply; `None`: the command timeout.
-    pub(crate) limit: Option<Duration>,
-    pub(crate) body: Body<'a>,
-    /// Records where the request went (see [`Delivery`]).
-    pub(crate) sent: Option<&'a Delivery>,
-    /// Followed by `WAIT` on the replicas when replica sync is on (see [`Call::synced`]).
-    pub(crate) synced: bool,
-}
-
-impl<'a> Call<'a> {
-    /// A read-only command on `key`, sent again once if its connection dropped.
-    pub(crate) fn read(op: &'static str, key: &'a str, cmd: &'a Cmd) -> Self {
-        Self::new(op, key, Access::Read, Resend::Once, Body::Command(cmd))
-    }
-
-    /// A read-only script on `key`, sent again once if its connection dropped.
-    pub(crate) fn read_script(
-        op: &'static str,
-        key: &'a str,
-        invocation: &'a ScriptInvocation<'a>,
-    ) -> Self {
-        Self::new(
-            op,
-            key,
-            Access::Read,
-            Resend::Once,
-            Body::Script(invocation),
-        )
-    }
-
-    /// A script that writes `key`: never sent twice (see [`idempotent`](Self::idempotent)).
-    pub(crate) fn write(
-        op: &'static str,
-        key: &'a str,
-        invocation: &'a ScriptInvocation<'a>,
-    ) -> Self {
-        Self::new(
-            op,
-            key,
-            Access::Write,
-            Resend::Never,
-            Body::Script(invocation),
-        )
-    }
-
-    /// A plain command that writes `key`: never sent twice (see
-    /// [`idempotent`](Self::idempotent)).
-    pub(crate) fn write_command(op: &'static str, key: &'a str, cmd: &'a Cmd) -> Self {
-        Self::new(op, key, Access::Write, Resend::Never, Body::Command(cmd))
-    }
-
-    /// A call with the command timeout, whose delivery is not tracked.
-    fn new(op: &'static str, key: &'a str, access: Access, resend: Resend, body: Body<'a>) -> Self {
-        Self {
-            op,
-            key,
-            access,
-            resend,
-            limit: None,
-            body,
-            sent: None,
-            synced: false,
-        }
-    }
-
-    /// A write Redisson syncs to the replicas (docs/LAYOUT.md §1.7): with replica sync on,
-    /// it is pipelined with `WAIT` (see [`Conn::call_synced`]).
-    pub(crate) fn synced(mut self) -> Self {
-        self.synced = true;
-        self
-    }
-
-    /// Marks a write as safe to send a second time.
-    pub(crate) fn idempotent(mut self) -> Self {
-        self.resend = Resend::Once;
-        self
-    }
-
-    /// Records in `delivery` whether, and on which connection, the request was sent.
-    pub(crate) fn tracked(mut self, delivery: &'a Delivery) -> Self {
-        self.sent = Some(delivery);
-        self
-    }
-
-    /// Waits up to `limit` for the reply instead of the command timeout.
-    pub(crate) fn limit(mut self, limit: Duration) -> Self {
-        self.limit = Some(limit);
-        self
-    }
-}
 
 /// The client's way to Redis.
 pub(crate) struct Conn {
@@ -237,6 +54,10 @@ pub(crate) struct Conn {
     /// pub/sub transport then moves its subscriptions (see [`Conn::topology_changes`]).
     epoch: Arc<watch::Sender<u64>>,
     sync: ReplicaSync,
+    /// What the server offers, probed once (see [`Conn::capabilities`]).
+    capabilities: tokio::sync::OnceCell<Capabilities>,
+    /// The data nodes' ACL user, for the messages of [`capabilities::check`].
+    user: Option<String>,
 }
 
 enum Topology {
@@ -255,10 +76,6 @@ pub(crate) enum Subscriber {
         Flavour,
     ),
 }
-
-/// The renewal group of a key: a watchdog batch script only ever holds keys of one group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct SlotGroup(Option<redis::cluster_routing::Slot>);
 
 impl fmt::Debug for Conn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -285,6 +102,8 @@ impl Conn {
             command_timeout: config.command_timeout,
             epoch: Arc::new(watch::Sender::new(0)),
             sync: ReplicaSync::new(config),
+            capabilities: tokio::sync::OnceCell::new(),
+            user: config.username.clone(),
         })
     }
 
@@ -301,6 +120,15 @@ impl Conn {
         self.epoch.subscribe()
     }
 
+    /// The server(s) the client talks to, as connection errors name them: `host:port`, the
+    /// Sentinels' master, or a cluster's seed nodes; never a password.
+    fn server(&self) -> String {
+        match &self.topology {
+            Topology::Single(single) => single.describe(),
+            Topology::Cluster(cluster) => cluster.describe(),
+        }
+    }
+
     /// Whether the client talks to a Redis Cluster.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.topology, Topology::Cluster(_))
@@ -313,6 +141,41 @@ impl Conn {
             Topology::Single(single) => single.check().await,
             Topology::Cluster(cluster) => cluster.check().await.map(drop),
         }
+        .map_err(|e| e.in_context(|| self.server(), "connect", ""))?;
+        let caps = self.capabilities().await?;
+        capabilities::check(&caps, self.user.as_deref())?;
+        if self.sync.enabled() && !caps.wait.is_yes() {
+            self.sync.refused(&redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "WAIT probe",
+                format!("WAIT: {}", caps.wait),
+            )));
+        }
+        Ok(())
+    }
+
+    /// What the server offers this client, probed at the first call (see
+    /// `capabilities.rs`); a probe that failed (I/O, timeout) is tried again next time.
+    pub(crate) async fn capabilities(&self) -> Result<Capabilities> {
+        let caps = self
+            .capabilities
+            .get_or_try_init(|| async {
+                let send = |cmd: redis::Cmd| -> BoxFuture<'_, Result<Value>> {
+                    Box::pin(async move {
+                        self.call(Call::read("probe", "", &cmd).about_server())
+                            .await
+                    })
+                };
+                let script = Script::new("return 1");
+                let invocation = script.prepare_invoke();
+                let probe_script =
+                    self.call(Call::read_script("probe", "", &invocation).about_server());
+                let caps = capabilities::probe(&send, probe_script).await?;
+                tracing::debug!(capabilities = %caps, "server capabilities");
+                Ok::<_, crate::error::Error>(caps)
+            })
+            .await?;
+        Ok(caps.clone())
     }
 
     /// Runs one call. With [`call_synced`](Self::call_synced), the only functions of the
@@ -361,9 +224,28 @@ impl Conn {
             }
             other => other,
         };
+        let result = if let Body::Script(_) = call.body {
+            // A script the server forgot again right after loading it (capabilities.rs).
+            let atomic = Call {
+                load_first: true,
+                ..call.clone()
+            };
+            // Boxed: rare, and a whole call large.
+            let again = || -> BoxFuture<'_, _> { Box::pin(self.run(&atomic, limit, wait)) };
+            capabilities::again_on_noscript(call.op, result, again)
+                .await
+                .map_err(|e| capabilities::script_refused(&e, call.op, call.key).unwrap_or(e))
+        } else {
+            result
+        };
         let (value, reply) = match result {
             Ok(ok) => ok,
             Err(e) => {
+                let e = e.named_out_of_memory(call.op, call.key).in_context(
+                    || self.server(),
+                    call.op,
+                    call.key,
+                );
                 tracing::debug!(op = call.op, key = call.key, access = ?call.access, error = %e, "redis call failed");
                 return Err(e);
             }
@@ -425,20 +307,18 @@ impl Conn {
         })
     }
 
-    /// Sends `call` through the topology. Boxed: the topologies' futures are deep types, and
-    /// every primitive's futures contain this one.
-    fn run<'a>(
-        &'a self,
-        call: &'a Call<'a>,
+    /// Sends `call` through the topology. Not boxed: [`call_synced`](Self::call_synced), the
+    /// one way in, boxes the whole call once.
+    async fn run(
+        &self,
+        call: &Call<'_>,
         limit: Duration,
         wait: Option<WaitFor>,
-    ) -> BoxFuture<'a, Result<(Value, Option<WaitReply>)>> {
-        Box::pin(async move {
-            match &self.topology {
-                Topology::Single(single) => single.run(call, limit, wait).await,
-                Topology::Cluster(cluster) => cluster.run(call, limit, wait).await,
-            }
-        })
+    ) -> Result<(Value, Option<WaitReply>)> {
+        match &self.topology {
+            Topology::Single(single) => single.run(call, limit, wait).await,
+            Topology::Cluster(cluster) => cluster.run(call, limit, wait).await,
+        }
     }
 
     /// Makes sure a request of unknown outcome can no longer run: kills, at the server, the

@@ -19,7 +19,7 @@ use super::tls::Tls;
 use crate::config::Config;
 use crate::credentials::{self, CredentialsProvider};
 use crate::error::BuildError;
-use crate::wait::BoxFuture;
+use crate::future::BoxFuture;
 
 /// The server a [`Single`](super::single::Single) topology opens its connections to.
 pub(super) struct Source {
@@ -159,8 +159,12 @@ impl Sentinels {
             .into_connection_info()
             .map_err(BuildError::Url)?;
         let redis = with_credentials(url, config).redis_settings().clone();
+        // Cloned only where the certified lookup below needs it too.
+        #[cfg(feature = "tls")]
         let mut data =
             SentinelNodeConnectionInfo::default().set_redis_connection_info(redis.clone());
+        #[cfg(not(feature = "tls"))]
+        let mut data = SentinelNodeConnectionInfo::default().set_redis_connection_info(redis);
         // Data nodes over TLS when the Sentinels are (as Redisson decides by the scheme).
         let secure = config
             .sentinel_nodes

@@ -11,10 +11,10 @@ use redis::{AsyncConnectionConfig, Value};
 
 use tokio::sync::watch;
 
+use super::call::{Body, Call, ServerClient};
 use super::sentinel::Source;
 use super::sync::{self, WaitFor, WaitReply};
 use super::tls::Tls;
-use super::{Body, Call, ServerClient};
 use crate::config::Config;
 use crate::credentials::CredentialsProvider;
 use crate::error::{BuildError, Error, Result};
@@ -54,7 +54,21 @@ impl managed::Manager for Manager {
     type Type = Pooled;
     type Error = redis::RedisError;
 
+    /// Boxed: opening a connection is rare, and its future (a Sentinel lookup, the connect,
+    /// the `CLIENT INFO`) is large; inline, it would make every pool check-out's future, and
+    /// so every call's, kilobytes larger, copied at each call.
     async fn create(&self) -> Result<Pooled, redis::RedisError> {
+        Box::pin(self.open()).await
+    }
+
+    async fn recycle(&self, conn: &mut Pooled, _: &Metrics) -> RecycleResult<redis::RedisError> {
+        self.recycled(conn)
+    }
+}
+
+impl Manager {
+    /// Opens one pooled connection: found (with Sentinel: asked for), connected, identified.
+    async fn open(&self) -> Result<Pooled, redis::RedisError> {
         let generation = self.generation.load(Ordering::Acquire);
         let client = self.source.client().await?;
         let mut conn = client
@@ -69,7 +83,8 @@ impl managed::Manager for Manager {
         })
     }
 
-    async fn recycle(&self, conn: &mut Pooled, _: &Metrics) -> RecycleResult<redis::RedisError> {
+    /// Whether a pooled connection may be used again.
+    fn recycled(&self, conn: &Pooled) -> RecycleResult<redis::RedisError> {
         if conn.generation < self.generation.load(Ordering::Acquire) {
             Err(managed::RecycleError::message(
                 "opened before a connection failure",
@@ -110,9 +125,36 @@ async fn identify(
 
 type Pool = managed::Pool<Manager>;
 
+/// The handle of the pooled connection calls share, kept beside the pool so that a call clones
+/// it without a pool check-out (a semaphore permit, the slot queue's lock, a recycle step and
+/// the return, about a tenth of an uncontended lock pair's instructions). It is used only while
+/// the pool would reuse it: opened in the current generation and not marked broken; otherwise
+/// the call checks out from the pool as before and keeps what it got here.
+#[derive(Clone)]
+struct Shared {
+    conn: MultiplexedConnection,
+    identity: Option<Arc<ServerClient>>,
+    generation: u64,
+    broken: Arc<AtomicBool>,
+}
+
+impl Shared {
+    fn of(pooled: &Pooled) -> Self {
+        Self {
+            conn: pooled.conn.clone(),
+            identity: pooled.identity.clone(),
+            generation: pooled.generation,
+            broken: pooled.broken.clone(),
+        }
+    }
+}
+
 /// The connections to one server.
 pub(super) struct Single {
     pool: Pool,
+    /// The connection most calls share (`None` before the first call, after a failure and
+    /// after `close`).
+    shared: std::sync::Mutex<Option<Shared>>,
     /// Connections that a synced call (the script, then `WAIT`) holds for itself until its
     /// reply: `WAIT` blocks its connection, and on a shared one every other call would queue
     /// behind it (seconds, while the replicas do not answer, as in a failover).
@@ -160,6 +202,7 @@ impl Single {
         };
         Ok(Self {
             pool: pool(config.pool_size)?,
+            shared: std::sync::Mutex::new(None),
             synced: pool(config.pool_size)?,
             source,
             command_timeout: config.command_timeout,
@@ -189,8 +232,9 @@ impl Single {
             Err(Sent::ReadOnly(e)) => {
                 tracing::debug!(op = call.op, key = call.key, server = %self.source.describe(), error = %e, "write refused by a replica; reconnecting to the master and sending it again");
                 // A second refusal (the Sentinels still name the old master) is transient: the
-                // callers' retries find the new master.
-                self.run_once(call, limit, wait)
+                // callers' retries find the new master. Boxed: rare, and the call's future
+                // stays one attempt large.
+                Box::pin(self.run_once(call, limit, wait))
                     .await
                     .map_err(|(Sent::ReadOnly(e) | Sent::Failed(e))| e)
             }
@@ -206,46 +250,69 @@ impl Single {
         wait: Option<WaitFor>,
     ) -> Result<(Value, Option<WaitReply>), Sent> {
         let op = call.op;
-        let pool = if wait.is_some() {
-            &self.synced
-        } else {
-            &self.pool
+        // A synced call holds its connection until its reply (its WAIT blocks it); any other
+        // call shares the pooled connection, through `shared` when the pool would reuse it.
+        let mut held = None;
+        let shared = match wait {
+            Some(_) => None,
+            None => self.reusable(),
         };
-        let pooled = match tokio::time::timeout(limit, pool.get()).await {
-            Ok(pooled) => pooled.map_err(|e| Sent::Failed(pool_error(e, op, limit)))?,
-            Err(_) => {
-                return Err(Sent::Failed(Error::Timeout {
-                    operation: op,
-                    after: limit,
-                }));
+        let Shared {
+            mut conn,
+            identity,
+            generation,
+            broken,
+        } = match shared {
+            Some(shared) => shared,
+            None => {
+                let pool = if wait.is_some() {
+                    &self.synced
+                } else {
+                    &self.pool
+                };
+                let pooled = match tokio::time::timeout(limit, pool.get()).await {
+                    Ok(pooled) => pooled.map_err(|e| Sent::Failed(pool_error(e, op, limit)))?,
+                    Err(_) => {
+                        return Err(Sent::Failed(Error::Timeout {
+                            operation: op,
+                            after: limit,
+                        }));
+                    }
+                };
+                // The call runs on a clone of the handle, which shares the connection; the
+                // pooled object goes back at once so that other calls share the connection
+                // meanwhile (a synced call keeps it). The pooled handle keeps its response
+                // timeout (`command_timeout`), which bounds the reply; another limit goes on
+                // the clone.
+                let shared = Shared::of(&pooled);
+                if wait.is_some() {
+                    held = Some(pooled);
+                } else {
+                    drop(pooled);
+                    self.keep(&shared);
+                }
+                shared
             }
         };
-        // The call runs on a clone of the handle, which shares the connection; the pooled
-        // object goes back at once so that other calls share the connection meanwhile (a
-        // synced call keeps it: its WAIT blocks the connection). The pooled handle keeps its
-        // response timeout (`command_timeout`), which bounds the reply; another limit goes on
-        // the clone.
-        let mut conn = pooled.conn.clone();
-        let generation = pooled.generation;
-        let broken = pooled.broken.clone();
+        let _held = held;
         if let Some(sent) = call.sent {
-            sent.record(pooled.identity.clone());
+            sent.record(identity);
         }
-        let _held = if wait.is_some() {
-            Some(pooled)
-        } else {
-            drop(pooled);
-            None
-        };
         if limit != self.command_timeout {
             conn.set_response_timeout(limit);
         }
         let reply = match (wait, &call.body) {
-            (Some(wait), body) => sync::send(&mut conn, body, wait)
+            // Boxed: replica sync is the rarer path, and its pipeline's future the larger.
+            (Some(wait), body) => Box::pin(sync::send(&mut conn, body, wait))
                 .await
                 .map(|(value, reply)| (value, Some(reply))),
+            (None, Body::Script(invocation)) if call.load_first => {
+                super::capabilities::load_and_run(&mut conn, invocation)
+                    .await
+                    .map(|value| (value, None))
+            }
             (None, Body::Script(invocation)) => invocation
-                .invoke_async(&mut conn)
+                .invoke(&mut conn)
                 .await
                 .map(|value| (value, None)),
             (None, Body::Command(cmd)) => {
@@ -261,6 +328,7 @@ impl Single {
             );
         };
         reply.map_err(|e| {
+            let e = super::capabilities::as_readonly(e);
             if e.is_unrecoverable_error() || e.is_io_error() || e.is_timeout() {
                 // A broken or stalled connection must not be reused (a request queued behind a
                 // stalled one would stall too).
@@ -287,6 +355,11 @@ impl Single {
                 Error::from_redis(e, call.key)
             })
         })
+    }
+
+    /// The server, as errors name it (see `Source::describe`).
+    pub(super) fn describe(&self) -> String {
+        self.source.describe()
     }
 
     /// With Sentinel, starts the `+switch-master` listener: on a switch it retires every
@@ -353,6 +426,30 @@ impl Single {
     pub(super) fn close(&self) {
         self.pool.close();
         self.synced.close();
+        *self.shared_slot() = None;
+    }
+
+    /// The shared connection, if the pool would reuse it.
+    fn reusable(&self) -> Option<Shared> {
+        let slot = self.shared_slot();
+        let shared = slot.as_ref()?;
+        let current = self.pool.manager().generation.load(Ordering::Acquire);
+        (shared.generation >= current && !shared.broken.load(Ordering::Acquire))
+            .then(|| shared.clone())
+    }
+
+    /// Keeps `shared` for the next calls, unless the pool was closed meanwhile.
+    fn keep(&self, shared: &Shared) {
+        let mut slot = self.shared_slot();
+        // Checked under the slot's lock, which `close` takes after closing the pool.
+        if !self.pool.is_closed() {
+            *slot = Some(shared.clone());
+        }
+    }
+
+    fn shared_slot(&self) -> std::sync::MutexGuard<'_, Option<Shared>> {
+        // A panic while holding it leaves a plain value behind: still usable.
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -1,5 +1,5 @@
 //! Replica sync: lock writes followed by `WAIT` on the master's replicas (Redisson's
-//! `checkLockSyncedSlaves`, docs/LAYOUT.md §1.7; see [`SyncReplicas`](crate::SyncReplicas)).
+//! `checkLockSyncedSlaves`, docs/LAYOUT.md §1.7; see [`SyncReplicas`](crate::config::SyncReplicas)).
 //!
 //! A synced call goes as a pipeline on one connection, the script (or command) then `WAIT
 //! <replicas> <timeout>`, so that `WAIT` counts the acknowledgements of exactly that write.
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use redis::{RedisResult, Value};
 
-use super::{Body, SlotGroup};
+use super::call::{Body, SlotGroup};
 use crate::config::Config;
 
 /// How long a master's replica count is trusted before it is read again.
@@ -115,7 +115,7 @@ pub(super) async fn send<C: redis::aio::ConnectionLike + Send>(
 ) -> RedisResult<(Value, WaitReply)> {
     let mut pipe = redis::pipe();
     match body {
-        Body::Script(invocation) => pipe.invoke_script(invocation),
+        Body::Script(invocation) => pipe.add_command(invocation.eval_cmd()),
         Body::Command(cmd) => pipe.add_command((*cmd).clone()),
     };
     let timeout_ms = u64::try_from(wait.timeout.as_millis()).unwrap_or(u64::MAX);
@@ -129,7 +129,11 @@ pub(super) async fn send<C: redis::aio::ConnectionLike + Send>(
             let Body::Script(invocation) = body else {
                 return Err(e);
             };
-            invocation.load_async(conn).await?;
+            invocation
+                .script()
+                .load_cmd()
+                .query_async::<()>(conn)
+                .await?;
             split(pipe.query_async(conn).await?)
         }
         other => other,

@@ -3,13 +3,13 @@
 
 use redis::Value;
 
-use super::{
+use super::snapshot::{
     AcquiredPermit, CounterHint, HoldMode, Holder, ReadMarker, Snapshot, StructureKind, Waiter,
 };
 use crate::error::{Error, Result};
 use crate::layout;
-use crate::lock::status;
 use crate::options::Ttl;
+use crate::reply::{shown, status};
 
 const SCRIPT: &str = "inspect/snapshot.lua";
 
@@ -56,7 +56,7 @@ fn text(value: &Value) -> Result<Option<String>> {
         Value::Nil => Ok(None),
         other => status(other)
             .map(|b| Some(String::from_utf8_lossy(b).into_owned()))
-            .ok_or_else(|| unexpected(format!("expected text, got {other:?}"))),
+            .ok_or_else(|| unexpected(format!("expected text, got {}", shown(other)))),
     }
 }
 
@@ -66,7 +66,7 @@ fn int(value: &Value) -> Result<i64> {
         other => status(other)
             .and_then(|b| std::str::from_utf8(b).ok())
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| unexpected(format!("expected an integer, got {other:?}"))),
+            .ok_or_else(|| unexpected(format!("expected an integer, got {}", shown(other)))),
     }
 }
 
@@ -80,7 +80,7 @@ fn score(value: &Value) -> Result<Option<f64>> {
             .and_then(|b| std::str::from_utf8(b).ok())
             .and_then(|s| s.parse().ok())
             .map(Some)
-            .ok_or_else(|| unexpected(format!("expected a score, got {other:?}"))),
+            .ok_or_else(|| unexpected(format!("expected a score, got {}", shown(other)))),
     }
 }
 
@@ -89,7 +89,10 @@ fn array(value: &Value) -> Result<&[Value]> {
         Value::Array(items) | Value::Set(items) => Ok(items),
         // An empty Lua table comes back as an empty array; nil only for `false`.
         Value::Nil => Ok(&[]),
-        other => Err(unexpected(format!("expected an array, got {other:?}"))),
+        other => Err(unexpected(format!(
+            "expected an array, got {}",
+            shown(other)
+        ))),
     }
 }
 
@@ -118,8 +121,9 @@ impl Reply {
         let items = array(value)?;
         if items.len() != 17 {
             return Err(unexpected(format!(
-                "expected 17 entries, got {}: {value:?}",
-                items.len()
+                "expected 17 entries, got {}: {}",
+                items.len(),
+                shown(value)
             )));
         }
         let kind = required_text(&items[0])?;
@@ -151,9 +155,9 @@ impl Reply {
             permits: pairs(
                 &items[14],
                 |v| {
-                    status(v)
-                        .map(<[u8]>::to_vec)
-                        .ok_or_else(|| unexpected(format!("expected a permit id, got {v:?}")))
+                    status(v).map(<[u8]>::to_vec).ok_or_else(|| {
+                        unexpected(format!("expected a permit id, got {}", shown(v)))
+                    })
                 },
                 |v| score(v)?.ok_or_else(|| unexpected("a permit without score")),
             )?,
@@ -694,5 +698,106 @@ mod tests {
         assert_eq!(s.queue[0].owner, Some(10));
         assert_eq!(s.queue[0].deadline_ms, Some(1_700_000_000_123));
         assert!(Reply::decode(&Value::Array(vec![])).is_err());
+    }
+}
+
+/// Hostile replies (issue 29, item 8): whatever a script or a server hands back, decoding and
+/// interpreting it returns a snapshot or a clear error, never a panic. A short fixed-seed run
+/// (`REDISSON_FUZZ_CASES` and `REDISSON_FUZZ_SEED` choose another, as for `tests/fuzz_*.rs`).
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+    use redis::Value;
+
+    use super::*;
+    use crate::reply::fuzz::{config, value_with};
+
+    const ID: &str = "1f6a3c2e-9b1d-4c7a-8e55-0d2f4b6a7c81";
+
+    /// Texts the parser gives meaning to, and others.
+    fn text() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            prop::sample::select(vec![
+                "hash",
+                "string",
+                "none",
+                "list",
+                "zset",
+                "set",
+                "stream",
+                "mode",
+                "read",
+                "write",
+                "1",
+                "0",
+                "-1",
+                "2",
+                "+3",
+                "1e3",
+                "inf",
+                "nan",
+                "-inf",
+                "922337203685477",
+                "18446744073709551616",
+                "",
+            ])
+            .prop_map(|s| s.as_bytes().to_vec()),
+            (0u64..4, prop::bool::ANY).prop_map(|(owner, write)| {
+                let w = if write { ":write" } else { "" };
+                format!("{ID}:{owner}{w}").into_bytes()
+            }),
+            (0u64..3).prop_map(|k| format!("{{n}}:{ID}:1:rwlock_timeout:{k}").into_bytes()),
+            "[0-9a-f]{32}".prop_map(String::into_bytes),
+            prop::collection::vec(any::<u8>(), 0..40),
+        ]
+    }
+
+    /// Any RESP value, nested a few levels.
+    fn value() -> impl Strategy<Value = Value> {
+        value_with(text())
+    }
+
+    /// The script's 17 entries, each any value: mostly well-shaped enough to reach the rules.
+    fn reply() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            1 => value(),
+            4 => prop::collection::vec(value(), 17).prop_map(Value::Array),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(config(500))]
+
+        #[test]
+        fn any_reply_is_a_snapshot_or_a_clear_error(reply in reply()) {
+            match Reply::decode(&reply) {
+                Err(Error::UnexpectedReply { script, detail }) => {
+                    prop_assert_eq!(script, SCRIPT);
+                    prop_assert!(detail.len() < 300, "{} bytes", detail.len());
+                }
+                Err(other) => prop_assert!(false, "{other:?}"),
+                Ok(decoded) => {
+                    let kind = decoded.kind;
+                    for hint in [CounterHint::Auto, CounterHint::Semaphore, CounterHint::Latch] {
+                        let again = Reply::decode(&reply).unwrap();
+                        match again.snapshot("n", ID, hint) {
+                            Ok(s) => {
+                                use StructureKind::*;
+                                // Any other type (a stream, a module's) is refused.
+                                let allowed: &[StructureKind] = match kind.as_str() {
+                                    "hash" => &[Lock, Fair, Rw, Fenced],
+                                    "string" => &[Semaphore, PermitSemaphore, Latch, Token],
+                                    "none" => &[Fair, PermitSemaphore, Fenced, None],
+                                    _ => &[],
+                                };
+                                prop_assert!(allowed.contains(&s.kind), "{kind}: {s:?}");
+                                prop_assert_eq!(s.name.as_str(), "n");
+                            }
+                            Err(e) => prop_assert!(e.is_wrong_type(), "{e:?}"),
+                        }
+                    }
+                }
+            }
+        }
     }
 }

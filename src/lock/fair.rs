@@ -3,23 +3,27 @@
 //! and deadline keys, and its per-waiter channels.
 
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
-use super::hold::HoldSpec;
-use super::kind::{
-    AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, acquire_reply,
-    on_unlock_messages, release_reply, released_reply, synced_acquire, unexpected,
-};
 use super::reentrant::HASH_RENEWAL;
-use super::{LockCore, lock_api};
-use crate::conn::Call;
+use super::single::{LockCore, Locks};
+use super::surface::{hold_queries, lock_surface};
+use crate::conn::{Call, Script, ScriptInvocation, Synced};
 use crate::error::Result;
+use crate::future::BoxFuture;
+use crate::hold::{
+    AcquireReply, AcquireRequest, Fields, HoldKind, HoldSpec, ReleaseReply, ReleaseRequest,
+    acquire_reply, on_unlock_messages, release_reply, send_acquire,
+};
 use crate::layout;
+use crate::object::{delete_keys, object_methods};
+use crate::owner::Owner;
 use crate::pubsub::UNLOCK_MESSAGE;
+use crate::reply::{deleted_reply, unexpected};
 use crate::shared::Shared;
-use crate::wait::{BoxFuture, Strategy};
+use crate::wait::Strategy;
 use crate::watchdog::Renewal;
 
 /// A fair-lock script that starts with the stale-waiter purge (`lua/fair/purge.lua`, §4.3),
@@ -140,8 +144,9 @@ pub struct FairLock {
     pub(super) core: LockCore,
 }
 
-lock_api!(
+lock_surface!(
     FairLock,
+    setup: "# ",
     make: "client.fair_lock(\"jobs\")",
     errors: "",
     cancel: "A waiter that leaves without the lock (its future dropped, its wait over, an \
@@ -153,22 +158,38 @@ lock_api!(
     is_locked: "`true` when anyone holds the lock (Redisson's `isLocked()`: `EXISTS`); waiters \
         in the queue do not count.",
 );
+hold_queries!(FairLock, make: "client.fair_lock(\"jobs\")");
+object_methods!(
+    FairLock,
+    field: core,
+    make: "client.fair_lock(\"jobs\")",
+    keys: "It acts on the lock's hash `name`, its queue `redisson_lock_queue:{name}` and its \
+        deadlines `redisson_lock_timeout:{name}`, as Redisson's does.",
+    delete: "Deletes the lock, its queue and its deadlines (`DEL`), as Redisson's `delete()` does: \
+        nobody is woken (a waiter notices at its next re-check, or when its sleep hint ends).",
+    watchdog: "On a lock held under the watchdog, an expiry set here lasts until the next \
+        renewal (at most a third of the watchdog timeout), which sets the lease again, as \
+        Redisson's watchdog does; a hold with an explicit lease keeps it (a cleared expiry \
+        makes the key persistent until the lock is released). Keys beyond the name are not \
+        renewed and keep it.",
+);
 
 impl FairLock {
-    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+    pub(crate) fn new(locks: &Locks, name: String) -> Self {
         let kind = fair_kind(&name);
         Self {
-            core: LockCore::new(shared, kind, name.into()),
+            core: LockCore::new(locks, kind, name.into()),
         }
     }
 }
 
 /// The fair lock's kind for `name` (also under the non-reentrant fair lock).
-pub(super) fn fair_kind(name: &str) -> Arc<dyn LockKind> {
+pub(super) fn fair_kind(name: &str) -> Arc<dyn HoldKind> {
     Arc::new(Fair {
         channel: layout::lock_channel(name).into(),
         queue: layout::fair_queue(name).into(),
         timeouts: layout::fair_timeouts(name).into(),
+        fields: Fields::default(),
     })
 }
 
@@ -181,13 +202,12 @@ struct Fair {
     queue: Arc<str>,
     /// `redisson_lock_timeout:{N}`.
     timeouts: Arc<str>,
+    fields: Fields,
 }
 
 /// The client's wall clock in epoch milliseconds: Redisson's `System.currentTimeMillis()`.
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    crate::clock::epoch_ms().unsigned_abs()
 }
 
 /// The slot of a waiter whose whole wait is `wait`: the wait in ms when positive, else the
@@ -213,7 +233,7 @@ impl Fair {
     }
 }
 
-impl LockKind for Fair {
+impl HoldKind for Fair {
     fn label(&self) -> &'static str {
         "FairLock"
     }
@@ -222,7 +242,14 @@ impl LockKind for Fair {
         "fair"
     }
 
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
+    fn field(&self, client_id: &str, owner: Owner) -> Arc<str> {
+        self.fields.holder(client_id, owner)
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'a>,
+    ) -> BoxFuture<'a, Result<(AcquireReply, Synced)>> {
         Box::pin(async move {
             let hold = req.hold;
             let slot = slot_ms(&hold.shared, req.wait);
@@ -241,12 +268,13 @@ impl LockKind for Fair {
             let call = Call::write("acquire", &hold.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
-            let reply = synced_acquire(self, req, call, |v| acquire_reply(file, v)).await?;
-            Ok(match reply {
+            let (reply, synced) = send_acquire(req, call, |v| acquire_reply(file, v)).await?;
+            let reply = match reply {
                 // 1 is Redisson's "false": not acquired, and no sleep hint.
                 AcquireReply::Held(_) if single => AcquireReply::Held(-2),
                 other => other,
-            })
+            };
+            Ok((reply, synced))
         })
     }
 
@@ -313,6 +341,19 @@ impl LockKind for Fair {
         HASH_RENEWAL.clone()
     }
 
+    fn extra_keys(&self, _name: &str) -> Vec<Arc<str>> {
+        vec![self.queue.clone(), self.timeouts.clone()]
+    }
+
+    /// `RedissonFairLock.deleteAsync`: the three keys, nothing published.
+    fn delete<'a>(
+        &'a self,
+        shared: &'a Shared,
+        keys: &'a [Arc<str>],
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(delete_keys(shared, keys))
+    }
+
     fn force_unlock<'a>(
         &'a self,
         shared: &'a Shared,
@@ -325,18 +366,7 @@ impl LockKind for Fair {
             let call = Call::write("force_unlock", name, &invocation)
                 .idempotent()
                 .synced();
-            released_reply("fair/force_unlock.lua", shared.conn.call(call).await?)
+            deleted_reply("fair/force_unlock.lua", shared.conn.call(call).await?)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_clock_is_epoch_milliseconds() {
-        // 2020-01-01 .. 2100-01-01
-        assert!((1_577_836_800_000..4_102_444_800_000).contains(&now_ms()));
     }
 }

@@ -5,25 +5,35 @@
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::{Cmd, Script, Value};
+use redis::{Cmd, Value};
 
-use super::hold::HoldSpec;
-use super::kind::{
-    AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, status, synced_acquire,
-};
+use super::guard::LockGuard;
 use super::reentrant::reentrant_kind;
-use super::{LockCore, LockGuard, lock_api, unexpected};
-use crate::conn::Call;
-use crate::error::Result;
+use super::single::{LockCore, Locks};
+use super::surface::{Core, hold_queries, lock_surface};
+use crate::conn::{Call, Script, Synced};
+use crate::error::{Error, Result};
+use crate::future::BoxFuture;
+use crate::hold::{
+    AcquireReply, AcquireRequest, Evidence, HoldKind, HoldSpec, ReleaseReply, ReleaseRequest,
+    count_reply, send_acquire,
+};
 use crate::layout;
+use crate::object::{delete_keys, object_methods};
 use crate::options::LockOptions;
+use crate::owner::Owner;
+use crate::reply::unexpected;
 use crate::shared::Shared;
-use crate::wait::{BoxFuture, Strategy};
+use crate::wait::Strategy;
 use crate::watchdog::Renewal;
 
 /// `lua/fenced/acquire.lua`: RedissonFencedLock's token-returning acquire.
 static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/fenced/acquire.lua")));
+
+/// `lua/fenced/read_holds.lua`: a holder's count and the counter, read together.
+static READ_HOLDS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/fenced/read_holds.lua")));
 
 /// A reentrant lock whose every acquisition gets a fencing token: Redisson's `RFencedLock`.
 ///
@@ -61,8 +71,9 @@ pub struct FencedLock {
     token_key: Arc<str>,
 }
 
-lock_api!(
+lock_surface!(
     FencedLock,
+    setup: "# ",
     make: "client.fenced_lock(\"ledger\")",
     errors: "",
     cancel: "",
@@ -70,16 +81,32 @@ lock_api!(
         (Redisson's `forceUnlock()`); the token counter stays.",
     is_locked: "`true` when anyone holds the lock (`EXISTS`).",
 );
+hold_queries!(FencedLock, make: "client.fenced_lock(\"ledger\")");
+object_methods!(
+    FencedLock,
+    field: core,
+    make: "client.fenced_lock(\"ledger\")",
+    keys: "It acts on the lock's hash `name` and its token counter `redisson_lock_token:{name}`, \
+        as Redisson's does: once the counter expires, the next acquisition draws token 1 \
+        again.",
+    delete: "Deletes the lock and its token counter (`DEL`), as Redisson's `delete()` does: nobody \
+        is woken, and the next acquisition draws token 1.",
+    watchdog: "On a lock held under the watchdog, an expiry set here lasts until the next \
+        renewal (at most a third of the watchdog timeout), which sets the lease again, as \
+        Redisson's watchdog does; a hold with an explicit lease keeps it (a cleared expiry \
+        makes the key persistent until the lock is released). Keys beyond the name are not \
+        renewed and keep it.",
+);
 
 impl FencedLock {
-    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+    pub(crate) fn new(locks: &Locks, name: String) -> Self {
         let token_key: Arc<str> = layout::fenced_token(&name).into();
         let kind = Fenced {
             inner: reentrant_kind(&name),
             token_key: token_key.clone(),
         };
         Self {
-            core: LockCore::new(shared, Arc::new(kind), name.into()),
+            core: LockCore::new(locks, Arc::new(kind), name.into()),
             token_key,
         }
     }
@@ -132,13 +159,13 @@ impl FencedLock {
     ///
     /// [`Error::WrongType`](crate::Error::WrongType), [`Error::Redis`](crate::Error::Redis),
     /// [`Error::Timeout`](crate::Error::Timeout), [`Error::Shutdown`](crate::Error::Shutdown).
-    pub async fn get_token(&self) -> Result<u64> {
+    pub async fn token(&self) -> Result<u64> {
         let shared = self.core.shared();
         shared.ensure_open()?;
         let cmd = Cmd::get(&*self.token_key);
         let reply = shared
             .conn
-            .call(Call::read("get_token", &self.token_key, &cmd))
+            .call(Call::read("token", &self.token_key, &cmd))
             .await?;
         token_value(reply)
     }
@@ -146,12 +173,13 @@ impl FencedLock {
 
 /// The token a fenced guard carries.
 fn tokened(guard: &LockGuard) -> Result<u64> {
-    guard.token().ok_or_else(|| crate::Error::UnexpectedReply {
+    guard.token().ok_or_else(|| Error::UnexpectedReply {
         script: "fenced/acquire.lua",
         detail: "a grant without a token".into(),
     })
 }
 
+/// A counter (or count) as Redis returns it: nil is 0.
 fn token_value(reply: Value) -> Result<u64> {
     match reply {
         Value::Nil => Ok(0),
@@ -164,11 +192,11 @@ fn token_value(reply: Value) -> Result<u64> {
 /// The fenced lock: the reentrant lock's kind, with the token-drawing acquire.
 #[derive(Debug)]
 struct Fenced {
-    inner: Arc<dyn LockKind>,
+    inner: Arc<dyn HoldKind>,
     token_key: Arc<str>,
 }
 
-impl LockKind for Fenced {
+impl HoldKind for Fenced {
     fn label(&self) -> &'static str {
         "FencedLock"
     }
@@ -177,7 +205,14 @@ impl LockKind for Fenced {
         "fenced"
     }
 
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
+    fn field(&self, client_id: &str, owner: Owner) -> Arc<str> {
+        self.inner.field(client_id, owner)
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'a>,
+    ) -> BoxFuture<'a, Result<(AcquireReply, Synced)>> {
         Box::pin(async move {
             let hold = req.hold;
             let mut invocation = ACQUIRE.prepare_invoke();
@@ -190,7 +225,7 @@ impl LockKind for Fenced {
             let call = Call::write("acquire", &hold.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
-            synced_acquire(self, req, call, fenced_reply).await
+            send_acquire(req, call, fenced_reply).await
         })
     }
 
@@ -202,19 +237,48 @@ impl LockKind for Fenced {
         self.inner.strategy(hold)
     }
 
+    fn yields_to_parked(&self) -> bool {
+        self.inner.yields_to_parked()
+    }
+
     fn renewal(&self) -> Arc<dyn Renewal> {
         self.inner.renewal()
     }
 
-    fn granted_token<'a>(&'a self, hold: &'a HoldSpec) -> BoxFuture<'a, Result<Option<u64>>> {
+    fn extra_keys(&self, _name: &str) -> Vec<Arc<str>> {
+        vec![self.token_key.clone()]
+    }
+
+    /// `RedissonFencedLock.deleteAsync`: the lock and its counter, nothing published.
+    fn delete<'a>(
+        &'a self,
+        shared: &'a Shared,
+        keys: &'a [Arc<str>],
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(delete_keys(shared, keys))
+    }
+
+    fn read_holds<'a>(&'a self, hold: &'a HoldSpec) -> BoxFuture<'a, Result<Evidence>> {
         Box::pin(async move {
-            let cmd = Cmd::get(&*self.token_key);
-            let reply = hold
-                .shared
-                .conn
-                .call(Call::read("resolve", &hold.name, &cmd))
-                .await?;
-            token_value(reply).map(Some)
+            let mut invocation = READ_HOLDS.prepare_invoke();
+            invocation
+                .key(&*hold.name)
+                .key(&*self.token_key)
+                .arg(&*hold.field);
+            let call = Call::read_script("resolve", &hold.name, &invocation);
+            match hold.shared.conn.call(call).await? {
+                Value::Array(items) if items.len() == 2 => {
+                    let mut items = items.into_iter();
+                    let count = token_value(items.next().unwrap_or(Value::Nil))?;
+                    let token = token_value(items.next().unwrap_or(Value::Nil))?;
+                    Ok(Evidence {
+                        count: u32::try_from(count)
+                            .map_err(|_| unexpected("fenced/read_holds.lua", &Value::Int(0)))?,
+                        token: (token > 0).then_some(token),
+                    })
+                }
+                other => Err(unexpected("fenced/read_holds.lua", &other)),
+            }
         })
     }
 
@@ -232,20 +296,13 @@ fn fenced_reply(value: Value) -> Result<AcquireReply> {
     const SCRIPT: &str = "fenced/acquire.lua";
     match &value {
         Value::Array(items) => match items.as_slice() {
-            [Value::Int(-1), Value::Int(token)] if *token > 0 => {
-                Ok(AcquireReply::Fenced(token.unsigned_abs()))
-            }
+            [Value::Int(-1), Value::Int(token)] if *token > 0 => Ok(AcquireReply::Granted {
+                token: Some(token.unsigned_abs()),
+            }),
             [Value::Int(ttl), Value::Int(-1)] => Ok(AcquireReply::Held(*ttl)),
             _ => Err(unexpected(SCRIPT, &value)),
         },
-        other => match status(other) {
-            Some(s) if s.starts_with(b"held:") => std::str::from_utf8(&s[5..])
-                .ok()
-                .and_then(|n| n.parse::<u32>().ok())
-                .map(AcquireReply::Count)
-                .ok_or_else(|| unexpected(SCRIPT, &value)),
-            _ => Err(unexpected(SCRIPT, &value)),
-        },
+        other => count_reply(SCRIPT, other),
     }
 }
 
@@ -256,7 +313,10 @@ mod tests {
     #[test]
     fn replies_decode_by_contract() {
         let arr = |a: i64, b: i64| Value::Array(vec![Value::Int(a), Value::Int(b)]);
-        assert_eq!(fenced_reply(arr(-1, 7)).unwrap(), AcquireReply::Fenced(7));
+        assert_eq!(
+            fenced_reply(arr(-1, 7)).unwrap(),
+            AcquireReply::Granted { token: Some(7) }
+        );
         assert_eq!(
             fenced_reply(arr(1500, -1)).unwrap(),
             AcquireReply::Held(1500)

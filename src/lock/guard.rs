@@ -1,258 +1,22 @@
-//! The guard every lock kind returns: one hold, released explicitly or on drop without
-//! blocking.
+//! [`LockGuard`]: what every lock's acquisition returns, one hold of a single lock or the holds
+//! of a [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-use tracing::Instrument;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 
-use super::hold::{self, HoldSpec};
-use crate::error::{Error, Result};
-use crate::observe::{self, Subject, Tag};
+use crate::error::Result;
+use crate::hold::Held;
+use crate::observe;
 use crate::owner::Owner;
-use crate::wait::Detachable;
-use crate::watchdog::{Lease, Loss};
 
-/// One hold of a lock, owned by a guard. Dropping it releases the hold in the background.
-#[derive(Debug)]
-pub(crate) struct Held {
-    /// `None` once the hold was given up (released, forgotten).
-    spec: Option<Arc<HoldSpec>>,
-    owner: Owner,
-    /// The explicit lease, or `None`: the watchdog renews the hold.
-    lease_time: Option<Duration>,
-    /// Until when the client vouches for the hold, and whether it is lost.
-    lease: Arc<Lease>,
-    /// The renewal kind registered with the watchdog, if the watchdog renews the hold.
-    renewal: Option<&'static str>,
-    /// The fencing token of the grant (the fenced lock).
-    token: Option<u64>,
-    /// The metric labels of the lock.
-    tag: Tag,
-}
-
-impl Held {
-    /// A hold granted by a request sent at `sent`: registered with the watchdog when it has no
-    /// explicit lease, otherwise valid until `sent + lease`.
-    pub(crate) fn granted(
-        spec: &Arc<HoldSpec>,
-        owner: Owner,
-        lease_time: Option<Duration>,
-        sent: Instant,
-        token: Option<u64>,
-    ) -> Self {
-        let tag = Tag::new(
-            spec.kind.metric_kind(),
-            &spec.name,
-            spec.shared.config.metrics_name_label,
-        );
-        let (lease, renewal) = match lease_time {
-            Some(lease) => (Lease::new(sent, lease, tag.clone()), None),
-            None => {
-                let renewal = spec.kind.renewal();
-                let lease = spec.shared.watchdog.register(
-                    &renewal,
-                    &spec.name,
-                    &spec.field,
-                    sent,
-                    &tag,
-                    Some(owner),
-                );
-                (lease, Some(renewal.kind()))
-            }
-        };
-        Self {
-            spec: Some(spec.clone()),
-            owner,
-            lease_time,
-            lease,
-            renewal,
-            token,
-            tag,
-        }
-    }
-
-    /// The span of a release of this hold.
-    fn release_span(&self, spec: &HoldSpec) -> tracing::Span {
-        Subject {
-            kind: spec.kind.metric_kind(),
-            name: &spec.name,
-            client_id: &spec.shared.id,
-            owner: Some(self.owner),
-        }
-        .release_span()
-    }
-
-    pub(crate) fn token(&self) -> Option<u64> {
-        self.token
-    }
-
-    pub(crate) fn lease(&self) -> &Arc<Lease> {
-        &self.lease
-    }
-
-    pub(crate) fn name(&self) -> &str {
-        self.spec.as_ref().map_or("", |s| &s.name)
-    }
-
-    pub(crate) fn owner(&self) -> Owner {
-        self.owner
-    }
-
-    pub(crate) fn lease_time(&self) -> Option<Duration> {
-        self.lease_time
-    }
-
-    pub(crate) fn is_lost(&self) -> bool {
-        self.lease.is_lost()
-    }
-
-    pub(crate) async fn lost(&self) {
-        self.lease.lost().await;
-    }
-
-    pub(crate) fn valid_until(&self) -> std::time::Instant {
-        self.lease.valid_until().into_std()
-    }
-
-    /// Stops renewal and takes the hold out, so `Drop` does nothing more: the one "consume
-    /// without drop" path of `unlock`, `forget` and `discard`.
-    fn disarm(&mut self) -> Option<Arc<HoldSpec>> {
-        let spec = self.spec.take()?;
-        if let Some(kind) = self.renewal.take() {
-            spec.shared
-                .watchdog
-                .unregister(kind, &spec.name, &spec.field, &self.lease);
-        }
-        Some(spec)
-    }
-
-    /// Stops counting a hold the client no longer vouches for, in the background.
-    fn forget_in_background(spec: Arc<HoldSpec>, lease: Arc<Lease>) {
-        let shared = spec.shared.clone();
-        drop(shared.tasks.spawn(async move {
-            let op = spec.shared.holds.enter(&spec.name, &spec.field, None).await;
-            op.forgotten(&lease);
-        }));
-    }
-
-    /// Releases the hold and reports the outcome, in a `release` span. The release completes
-    /// even if this future is dropped: it then finishes in a task of the client.
-    pub(crate) async fn unlock(mut self) -> Result<()> {
-        let Some(spec) = self.disarm() else {
-            return Ok(());
-        };
-        let span = self.release_span(&spec);
-        self.release(spec).instrument(span).await
-    }
-
-    async fn release(&self, spec: Arc<HoldSpec>) -> Result<()> {
-        let lease = self.lease.clone();
-        let loss = lease.loss();
-        if loss == Some(Loss::Gone) {
-            // Redis said it is gone: nothing to release.
-            let name = spec.name.to_string();
-            Self::forget_in_background(spec, lease);
-            return Err(Error::LeaseLost { name });
-        }
-        let shared = spec.shared.clone();
-        if let Err(e) = shared.ensure_open() {
-            Self::forget_in_background(spec, lease);
-            return Err(e);
-        }
-        let name = spec.name.clone();
-        let call = async move { hold::release(&spec, &lease).await };
-        // Awaited here; finished in the background if this future is dropped.
-        let result = Detachable::new(&shared, call, {
-            let name = name.clone();
-            move |result: Result<()>| async move {
-                if let Err(e) = result {
-                    tracing::warn!(lock = %name, error = %e, "release failed after its caller left");
-                }
-            }
-        })
-        .await;
-        match &result {
-            Ok(()) => tracing::debug!("released"),
-            Err(e) => tracing::debug!(error = %e, "release failed"),
-        }
-        match (loss, result) {
-            // The client could not vouch for the hold any more: even if the release found it
-            // still held (and freed it), the caller must know it may have been shared.
-            (Some(Loss::Expired), Ok(())) => Err(Error::LeaseLost {
-                name: name.to_string(),
-            }),
-            (_, result) => result,
-        }
-    }
-
-    /// Gives back a hold nobody will use (a grant that came too late, or that its caller never
-    /// received); errors are logged.
-    pub(crate) async fn discard(mut self) {
-        let Some(spec) = self.disarm() else {
-            return;
-        };
-        let span = self.release_span(&spec);
-        async {
-            tracing::debug!("undoing a grant nobody received");
-            if let Err(e) = hold::release(&spec, &self.lease).await
-                && !e.is_not_held()
-            {
-                tracing::warn!(lock = %spec.name, error = %e, "undoing a grant failed; it expires with its lease");
-            }
-        }
-        .instrument(span)
-        .await;
-    }
-
-    /// Stops renewal and keeps the lock until its lease expires.
-    pub(crate) fn forget(mut self) {
-        if let Some(spec) = self.disarm() {
-            Self::forget_in_background(spec, self.lease.clone());
-        }
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        let Some(spec) = self.disarm() else {
-            return;
-        };
-        let lease = self.lease.clone();
-        if lease.loss() == Some(Loss::Gone) {
-            Self::forget_in_background(spec, lease);
-            return;
-        }
-        if spec.shared.tasks.is_shut_down() {
-            tracing::warn!(
-                lock = %spec.name,
-                "guard dropped after shutdown: the lock stays until its lease expires"
-            );
-            return;
-        }
-        // Never blocks and never panics, also on a thread outside the runtime: the task is
-        // spawned through the runtime handle captured when the client was built.
-        let shared = spec.shared.clone();
-        let span = self.release_span(&spec);
-        drop(
-            shared.tasks.spawn(
-                async move {
-                    match hold::release(&spec, &lease).await {
-                        Ok(()) => tracing::debug!("released on drop"),
-                        Err(e) => {
-                            tracing::warn!(lock = %spec.name, error = %e, "release on drop failed");
-                        }
-                    }
-                }
-                .instrument(span),
-            ),
-        );
-    }
-}
-
-/// A held lock of any kind ([`Lock`](crate::Lock), [`FairLock`](crate::FairLock), either half
-/// of an [`RwLock`](crate::RwLock)): one hold of one owner.
+/// A held lock of any kind: one hold of one owner on a single lock ([`Lock`](crate::Lock),
+/// [`FairLock`](crate::FairLock), either half of an [`RwLock`](crate::RwLock),
+/// [`FencedLock`](crate::FencedLock), [`SpinLock`](crate::SpinLock), the non-reentrant locks,
+/// [`TokenLock`](crate::TokenLock)), or the holds of one acquisition of a
+/// [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock) (see [Parts](Self#parts)).
 ///
 /// Like tokio's `OwnedMutexGuard`, the guard owns what it needs (`'static`, `Send + Sync`): it
 /// can be moved to another task and released there. It does not lock anything in-process.
@@ -265,7 +29,10 @@ impl Drop for Held {
 /// there. From shortly before that instant (a drift margin of 1 % of the lease plus 2 ms), or
 /// as soon as Redis shows the hold gone, the guard is [lost](Self::is_lost): another holder may
 /// have the lock. A partition that keeps every renewal from being confirmed is reported at that
-/// instant, whatever the network does.
+/// instant, whatever the network does. Once lost, a guard stays lost, and a renewal confirmed
+/// after that (its reply held up past the deadline) does not move `valid_until` again.
+/// `valid_until` and `is_lost` read the clock, so they tell the truth even right after the
+/// runtime was blocked (a sync call in a task) past the lease, when no timer has fired yet.
 ///
 /// # Release on drop
 ///
@@ -276,59 +43,177 @@ impl Drop for Held {
 /// step depends on the lock being free. Call [`Client::shutdown`](crate::Client::shutdown)
 /// before the runtime ends, or releases still scheduled are lost and those locks stay held
 /// until their lease expires.
+///
+/// # Parts
+///
+/// The guard of a [`MultiLock`](crate::MultiLock) holds one guard per lock, and a
+/// [`RedLock`](crate::RedLock)'s one per lock it got (at least a majority): its
+/// [`parts`](Self::parts), each renewed by its own client's watchdog (or ending with the
+/// explicit lease). It answers for them as a whole: it is valid while at least
+/// [`needed`](Self::needed) of its parts are (all of them for a multi-lock, a majority of all
+/// the locks for a RedLock), and [`unlock`](Self::unlock) releases them all at once. The guard
+/// of a single lock is its own one part.
 #[clippy::has_significant_drop]
 #[must_use = "if unused the lock will immediately be released"]
 #[derive(Debug)]
 pub struct LockGuard {
-    held: Held,
-    /// Counts the hold in the metrics while the guard lives.
-    _hold: observe::Hold,
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    /// One hold of a single lock.
+    One {
+        held: Held,
+        /// Counts the hold in the metrics while the guard lives.
+        _metric: observe::Hold,
+    },
+    /// The guards of a composite acquisition, in the order of its locks.
+    Parts {
+        parts: Vec<LockGuard>,
+        /// How many of them must be valid for the acquisition to be.
+        needed: usize,
+        /// The composite's name.
+        name: Arc<str>,
+    },
 }
 
 impl LockGuard {
+    /// The guard of one hold of a single lock.
     pub(crate) fn new(held: Held) -> Self {
-        let hold = held.tag.hold();
-        Self { held, _hold: hold }
+        let metric = held.metric();
+        Self {
+            inner: Inner::One {
+                held,
+                _metric: metric,
+            },
+        }
     }
 
-    /// The lock's name: its Redis key.
+    /// The guard of a composite acquisition: `parts` in the order of its locks, at least
+    /// `needed` of them valid.
+    pub(crate) fn of_parts(parts: Vec<Self>, needed: usize, name: Arc<str>) -> Self {
+        debug_assert!(needed >= 1 && needed <= parts.len());
+        Self {
+            inner: Inner::Parts {
+                parts,
+                needed,
+                name,
+            },
+        }
+    }
+
+    /// The lock's name: its Redis key (a composite's: the names of its locks).
     pub fn name(&self) -> &str {
-        self.held.name()
+        match &self.inner {
+            Inner::One { held, .. } => held.name(),
+            Inner::Parts { name, .. } => name,
+        }
     }
 
-    /// The owner holding the lock through this guard.
+    /// The owner holding the lock through this guard (the same for every part).
     pub fn owner(&self) -> Owner {
-        self.held.owner()
+        match &self.inner {
+            Inner::One { held, .. } => held.owner(),
+            Inner::Parts { parts, .. } => parts[0].owner(),
+        }
+    }
+
+    /// The holder as Redis stores it: the lock hash's field (`<client id>:<owner id>`, the
+    /// write half's `<client id>:<owner id>:write`), or the value of a
+    /// [`TokenLock`](crate::TokenLock)'s key; a composite's first part's.
+    pub fn holder(&self) -> &str {
+        match &self.inner {
+            Inner::One { held, .. } => held.holder(),
+            Inner::Parts { parts, .. } => parts[0].holder(),
+        }
     }
 
     /// The fencing token of this hold: for a [`FencedLock`](crate::FencedLock), the value
     /// of its counter that this acquisition made (every acquisition, re-entries included,
-    /// gets a higher one); `None` for the other kinds. Pass it to the protected resource,
-    /// which refuses writes with a token lower than one it has seen.
+    /// gets a higher one); `None` for the other kinds and for composites. Pass it to the
+    /// protected resource, which refuses writes with a token lower than one it has seen.
     pub fn token(&self) -> Option<u64> {
-        self.held.token()
+        match &self.inner {
+            Inner::One { held, .. } => held.token(),
+            Inner::Parts { .. } => None,
+        }
     }
 
     /// The explicit lease, or `None` when the watchdog renews the lock.
     pub fn lease(&self) -> Option<Duration> {
-        self.held.lease_time()
+        match &self.inner {
+            Inner::One { held, .. } => held.lease_time(),
+            Inner::Parts { parts, .. } => parts[0].lease(),
+        }
+    }
+
+    /// The parts of this acquisition, in the order of the locks: a
+    /// [`RedLock`](crate::RedLock)'s guard has one per lock it acquired, which may be fewer
+    /// than its locks; the guard of a single lock is its own one part.
+    pub fn parts(&self) -> &[Self] {
+        match &self.inner {
+            Inner::One { .. } => std::slice::from_ref(self),
+            Inner::Parts { parts, .. } => parts,
+        }
+    }
+
+    /// The parts, for whoever wants to release them one by one.
+    pub fn into_parts(self) -> Vec<Self> {
+        match self.inner {
+            Inner::Parts { parts, .. } => parts,
+            one => vec![Self { inner: one }],
+        }
+    }
+
+    /// How many parts must stay valid for the acquisition to be valid: all of them for a
+    /// [`MultiLock`](crate::MultiLock), the quorum (`n / 2 + 1` of its `n` locks) for a
+    /// [`RedLock`](crate::RedLock), 1 for a single lock.
+    pub fn needed(&self) -> usize {
+        match &self.inner {
+            Inner::One { .. } => 1,
+            Inner::Parts { needed, .. } => *needed,
+        }
+    }
+
+    /// How many parts may be lost before the acquisition is.
+    fn spare(&self) -> usize {
+        self.parts().len() - self.needed()
     }
 
     /// The instant until which the client vouches for this hold: the send time of the last
-    /// confirmed acquire or renewal plus the lease. See [Validity](Self#validity).
+    /// confirmed acquire or renewal plus the lease; for a composite, the instant at which
+    /// fewer than [`needed`](Self::needed) of its parts would still be valid. See
+    /// [Validity](Self#validity).
     pub fn valid_until(&self) -> std::time::Instant {
-        self.held.valid_until()
+        match &self.inner {
+            Inner::One { held, .. } => held.valid_until(),
+            Inner::Parts { parts, .. } => {
+                let mut until: Vec<std::time::Instant> =
+                    parts.iter().map(Self::valid_until).collect();
+                until.sort_unstable();
+                until[self.spare()]
+            }
+        }
     }
 
     /// `true` once the hold is lost: Redis showed it gone (expired, force-unlocked, deleted,
     /// taken over), or no acquire or renewal was confirmed within its lease (see
-    /// [Validity](Self#validity)); for an explicit lease, from shortly before it ends.
+    /// [Validity](Self#validity)); for an explicit lease, from shortly before it ends. A
+    /// composite is lost once more parts are lost than it can spare.
     pub fn is_lost(&self) -> bool {
-        self.held.is_lost()
+        match &self.inner {
+            Inner::One { held, .. } => held.is_lost(),
+            Inner::Parts { parts, .. } => {
+                parts.iter().filter(|g| g.is_lost()).count() > self.spare()
+            }
+        }
     }
 
     /// Resolves when the hold is lost (see [`is_lost`](Self::is_lost)): at the latest shortly
-    /// before [`valid_until`](Self::valid_until), unless a renewal moves that forward.
+    /// before [`valid_until`](Self::valid_until), unless a renewal moves that forward. Its
+    /// timer needs the runtime: while the runtime's threads are blocked it cannot fire, and
+    /// once they run again it is ready at its first poll.
     ///
     /// # Cancel safety
     ///
@@ -350,11 +235,39 @@ impl LockGuard {
     /// # }
     /// ```
     pub async fn lost(&self) {
-        self.held.lost().await;
+        match &self.inner {
+            Inner::One { held, .. } => held.lost().await,
+            Inner::Parts { parts, .. } => {
+                let spare = self.spare();
+                let mut lost: FuturesUnordered<_> =
+                    parts.iter().map(|g| Box::pin(g.lost())).collect();
+                let mut count = 0;
+                while lost.next().await.is_some() {
+                    count += 1;
+                    if count > spare {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The name a section stopped by the loss of this hold reports: the first lost part's
+    /// (in the order of the locks), else the first part's.
+    pub(crate) fn lost_name(&self) -> String {
+        match &self.inner {
+            Inner::One { held, .. } => held.name().to_owned(),
+            Inner::Parts { parts, .. } => parts
+                .iter()
+                .find(|g| g.is_lost())
+                .or_else(|| parts.first())
+                .map_or_else(String::new, |g| g.name().to_owned()),
+        }
     }
 
     /// Releases this hold (Redisson's `unlock()`): decrements the hold count, and on the last
-    /// hold deletes the key and publishes the unlock message.
+    /// hold deletes the key and publishes the unlock message (the kinds that publish one); a
+    /// composite releases every part at once and waits for the releases.
     ///
     /// When the connection breaks before the reply (so whether the release ran is unknown),
     /// the client finds out: it cuts the request's connection off at the server so that the
@@ -366,12 +279,17 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`] when the hold was lost: Redis had shown it gone (Redis is not
-    /// touched), or its validity had run out (the release is still sent, so a hold still there
-    /// is freed); [`Error::NotHeld`] when the owner no longer holds it (lease expired,
-    /// force-unlocked, taken over); [`Error::Redis`], [`Error::Timeout`] (after two command
-    /// timeouts; the release then goes on in the background); [`Error::Shutdown`] after
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the hold was lost: Redis had shown it
+    /// gone (Redis is not touched), or its validity had run out (the release is still sent, so
+    /// a hold still there is freed); [`Error::NotHeld`](crate::Error::NotHeld) when the owner
+    /// no longer holds it (lease expired, force-unlocked, taken over);
+    /// [`Error::Redis`](crate::Error::Redis), [`Error::Timeout`](crate::Error::Timeout) (after
+    /// two command timeouts; the release then goes on in the background);
+    /// [`Error::Shutdown`](crate::Error::Shutdown) after
     /// [`Client::shutdown`](crate::Client::shutdown) (the lock then expires with its lease).
+    /// A composite returns the first error (in the order of the locks) after every release
+    /// was tried; for a RedLock only when fewer than the quorum were released cleanly (a
+    /// minority of failed releases, a server down, is what a RedLock tolerates).
     ///
     /// # Cancel safety
     ///
@@ -390,12 +308,32 @@ impl LockGuard {
     /// # }
     /// ```
     pub async fn unlock(self) -> Result<()> {
-        self.held.unlock().await
+        let spare = self.spare();
+        match self.inner {
+            Inner::One { held, .. } => held.unlock().await,
+            Inner::Parts { parts, .. } => {
+                let results = release_all(parts).await;
+                let mut failed = results.into_iter().filter_map(Result::err);
+                let first = failed.next();
+                match first {
+                    Some(e) if 1 + failed.count() > spare => Err(e),
+                    _ => Ok(()),
+                }
+            }
+        }
     }
 
     /// Stops renewal and keeps the lock without releasing it: it stays held until its lease
-    /// expires (like tokio's `SemaphorePermit::forget`).
+    /// expires (like tokio's `SemaphorePermit::forget`); every part of a composite.
     pub fn forget(self) {
-        self.held.forget();
+        match self.inner {
+            Inner::One { held, .. } => held.forget(),
+            Inner::Parts { parts, .. } => parts.into_iter().for_each(Self::forget),
+        }
     }
+}
+
+/// Releases `guards` all at once; the results in their order.
+pub(crate) async fn release_all(guards: Vec<LockGuard>) -> Vec<Result<()>> {
+    futures_util::future::join_all(guards.into_iter().map(|g| Box::pin(g.unlock()))).await
 }

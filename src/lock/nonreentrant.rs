@@ -11,13 +11,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::fair::fair_kind;
-use super::hold::HoldSpec;
-use super::kind::{AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest};
 use super::reentrant::reentrant_kind;
-use super::{LockCore, lock_api};
+use super::single::{LockCore, Locks};
+use super::surface::{hold_queries, lock_surface};
+use crate::conn::Synced;
 use crate::error::Result;
+use crate::future::BoxFuture;
+use crate::hold::{
+    AcquireReply, AcquireRequest, Evidence, HoldKind, HoldSpec, ReleaseReply, ReleaseRequest,
+};
+use crate::object::object_methods;
+use crate::owner::Owner;
 use crate::shared::Shared;
-use crate::wait::{BoxFuture, Strategy};
+use crate::wait::Strategy;
 use crate::watchdog::Renewal;
 
 /// A lock an owner cannot take twice: Redisson's `RNonReentrantLock` (4.4+).
@@ -46,8 +52,9 @@ pub struct NonReentrantLock {
     pub(super) core: LockCore,
 }
 
-lock_api!(
+lock_surface!(
     NonReentrantLock,
+    setup: "# ",
     make: "client.non_reentrant_lock(\"import\")",
     errors: "[`Error::NotReentrant`](crate::Error::NotReentrant) when the owner already holds \
         it.",
@@ -55,16 +62,30 @@ lock_api!(
     force_unlock: "Deletes the lock whoever holds it and wakes a waiter of each client.",
     is_locked: "`true` when anyone holds the lock (`EXISTS`).",
 );
+hold_queries!(NonReentrantLock, make: "client.non_reentrant_lock(\"import\")");
+object_methods!(
+    NonReentrantLock,
+    field: core,
+    make: "client.non_reentrant_lock(\"import\")",
+    keys: "It acts on the lock's hash `name`.",
+    delete: "Deletes the lock as Redisson's `delete()` does: a force unlock (the hash deleted \
+        whoever holds it, a waiter of each client woken).",
+    watchdog: "On a lock held under the watchdog, an expiry set here lasts until the next \
+        renewal (at most a third of the watchdog timeout), which sets the lease again, as \
+        Redisson's watchdog does; a hold with an explicit lease keeps it (a cleared expiry \
+        makes the key persistent until the lock is released). Keys beyond the name are not \
+        renewed and keep it.",
+);
 
 impl NonReentrantLock {
-    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+    pub(crate) fn new(locks: &Locks, name: String) -> Self {
         let kind = NonReentrant {
             inner: reentrant_kind(&name),
             label: "NonReentrantLock",
             metric_kind: "nonreentrant",
         };
         Self {
-            core: LockCore::new(shared, Arc::new(kind), name.into()),
+            core: LockCore::new(locks, Arc::new(kind), name.into()),
         }
     }
 }
@@ -79,8 +100,9 @@ pub struct NonReentrantFairLock {
     pub(super) core: LockCore,
 }
 
-lock_api!(
+lock_surface!(
     NonReentrantFairLock,
+    setup: "# ",
     make: "client.non_reentrant_fair_lock(\"jobs\")",
     errors: "[`Error::NotReentrant`](crate::Error::NotReentrant) when the owner already holds \
         it.",
@@ -89,16 +111,31 @@ lock_api!(
     force_unlock: "Deletes the lock whoever holds it and wakes the queue's head; the queue stays.",
     is_locked: "`true` when anyone holds the lock (`EXISTS`); waiters do not count.",
 );
+hold_queries!(NonReentrantFairLock, make: "client.non_reentrant_fair_lock(\"jobs\")");
+object_methods!(
+    NonReentrantFairLock,
+    field: core,
+    make: "client.non_reentrant_fair_lock(\"jobs\")",
+    keys: "It acts on the lock's hash `name`, its queue `redisson_lock_queue:{name}` and its \
+        deadlines `redisson_lock_timeout:{name}`, as Redisson's does.",
+    delete: "Deletes the lock, its queue and its deadlines (`DEL`), as Redisson's `delete()` does: \
+        nobody is woken (a waiter notices at its next re-check, or when its sleep hint ends).",
+    watchdog: "On a lock held under the watchdog, an expiry set here lasts until the next \
+        renewal (at most a third of the watchdog timeout), which sets the lease again, as \
+        Redisson's watchdog does; a hold with an explicit lease keeps it (a cleared expiry \
+        makes the key persistent until the lock is released). Keys beyond the name are not \
+        renewed and keep it.",
+);
 
 impl NonReentrantFairLock {
-    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+    pub(crate) fn new(locks: &Locks, name: String) -> Self {
         let kind = NonReentrant {
             inner: fair_kind(&name),
             label: "NonReentrantFairLock",
             metric_kind: "nonreentrant_fair",
         };
         Self {
-            core: LockCore::new(shared, Arc::new(kind), name.into()),
+            core: LockCore::new(locks, Arc::new(kind), name.into()),
         }
     }
 }
@@ -106,12 +143,12 @@ impl NonReentrantFairLock {
 /// A lock kind with re-entry refused; everything else is the wrapped kind's.
 #[derive(Debug)]
 struct NonReentrant {
-    inner: Arc<dyn LockKind>,
+    inner: Arc<dyn HoldKind>,
     label: &'static str,
     metric_kind: &'static str,
 }
 
-impl LockKind for NonReentrant {
+impl HoldKind for NonReentrant {
     fn label(&self) -> &'static str {
         self.label
     }
@@ -120,7 +157,14 @@ impl LockKind for NonReentrant {
         self.metric_kind
     }
 
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
+    fn field(&self, client_id: &str, owner: Owner) -> Arc<str> {
+        self.inner.field(client_id, owner)
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'a>,
+    ) -> BoxFuture<'a, Result<(AcquireReply, Synced)>> {
         self.inner.acquire(req)
     }
 
@@ -130,6 +174,10 @@ impl LockKind for NonReentrant {
 
     fn strategy(&self, hold: &HoldSpec) -> Strategy {
         self.inner.strategy(hold)
+    }
+
+    fn yields_to_parked(&self) -> bool {
+        self.inner.yields_to_parked()
     }
 
     fn queues_waiters(&self) -> bool {
@@ -148,8 +196,12 @@ impl LockKind for NonReentrant {
         self.inner.renewal()
     }
 
-    fn reentrant(&self) -> bool {
-        false
+    fn max_holds(&self) -> u32 {
+        1
+    }
+
+    fn read_holds<'a>(&'a self, hold: &'a HoldSpec) -> BoxFuture<'a, Result<Evidence>> {
+        self.inner.read_holds(hold)
     }
 
     fn force_unlock<'a>(
@@ -158,6 +210,18 @@ impl LockKind for NonReentrant {
         name: &'a str,
     ) -> BoxFuture<'a, Result<bool>> {
         self.inner.force_unlock(shared, name)
+    }
+
+    fn extra_keys(&self, name: &str) -> Vec<Arc<str>> {
+        self.inner.extra_keys(name)
+    }
+
+    fn delete<'a>(
+        &'a self,
+        shared: &'a Shared,
+        keys: &'a [Arc<str>],
+    ) -> BoxFuture<'a, Result<bool>> {
+        self.inner.delete(shared, keys)
     }
 
     fn is_locked<'a>(&'a self, shared: &'a Shared, name: &'a str) -> BoxFuture<'a, Result<bool>> {

@@ -3,20 +3,22 @@
 
 use std::sync::{Arc, LazyLock};
 
-use redis::{Script, ScriptInvocation};
-
-use super::hold::HoldSpec;
-use super::kind::{
-    AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, acquire_reply,
-    on_unlock_messages, release_reply, released_reply, synced_acquire,
-};
-use super::{LockCore, lock_api};
-use crate::conn::Call;
+use super::single::{LockCore, Locks};
+use super::surface::{hold_queries, lock_surface};
+use crate::conn::{Call, Script, ScriptInvocation, Synced};
 use crate::error::Result;
+use crate::future::BoxFuture;
+use crate::hold::{
+    AcquireReply, AcquireRequest, Fields, HoldKind, HoldSpec, ReleaseReply, ReleaseRequest,
+    acquire_reply, on_unlock_messages, release_reply, send_acquire,
+};
 use crate::layout;
+use crate::object::object_methods;
+use crate::owner::Owner;
 use crate::pubsub::UNLOCK_MESSAGE;
+use crate::reply::deleted_reply;
 use crate::shared::Shared;
-use crate::wait::{BoxFuture, Strategy};
+use crate::wait::Strategy;
 use crate::watchdog::Renewal;
 
 /// `lua/lock/acquire.lua`: RedissonLock.tryLockInnerAsync.
@@ -97,8 +99,9 @@ pub struct Lock {
     pub(super) core: LockCore,
 }
 
-lock_api!(
+lock_surface!(
     Lock,
+    setup: "# ",
     make: "client.lock(\"order:42\")",
     errors: "",
     cancel: "",
@@ -106,20 +109,35 @@ lock_api!(
         (Redisson's `forceUnlock()`).",
     is_locked: "`true` when anyone holds the lock (Redisson's `isLocked()`: `EXISTS`).",
 );
+hold_queries!(Lock, make: "client.lock(\"order:42\")");
+object_methods!(
+    Lock,
+    field: core,
+    make: "client.lock(\"order:42\")",
+    keys: "It acts on the lock's hash `name`.",
+    delete: "Deletes the lock as Redisson's `delete()` does: a force unlock (the hash deleted \
+        whoever holds it, a waiter of each client woken).",
+    watchdog: "On a lock held under the watchdog, an expiry set here lasts until the next \
+        renewal (at most a third of the watchdog timeout), which sets the lease again, as \
+        Redisson's watchdog does; a hold with an explicit lease keeps it (a cleared expiry \
+        makes the key persistent until the lock is released). Keys beyond the name are not \
+        renewed and keep it.",
+);
 
 impl Lock {
-    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+    pub(crate) fn new(locks: &Locks, name: String) -> Self {
         let kind = reentrant_kind(&name);
         Self {
-            core: LockCore::new(shared, kind, name.into()),
+            core: LockCore::new(locks, kind, name.into()),
         }
     }
 }
 
-/// The reentrant lock's kind for `name` (also under the non-reentrant lock).
-pub(super) fn reentrant_kind(name: &str) -> Arc<dyn LockKind> {
+/// The reentrant lock's kind for `name` (also under the fenced, spin and non-reentrant locks).
+pub(super) fn reentrant_kind(name: &str) -> Arc<dyn HoldKind> {
     Arc::new(Reentrant {
         channel: layout::lock_channel(name).into(),
+        fields: Fields::default(),
     })
 }
 
@@ -128,9 +146,10 @@ pub(super) fn reentrant_kind(name: &str) -> Arc<dyn LockKind> {
 struct Reentrant {
     /// `redisson_lock__channel:{N}`.
     channel: Arc<str>,
+    fields: Fields,
 }
 
-impl LockKind for Reentrant {
+impl HoldKind for Reentrant {
     fn label(&self) -> &'static str {
         "Lock"
     }
@@ -139,7 +158,14 @@ impl LockKind for Reentrant {
         "lock"
     }
 
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
+    fn field(&self, client_id: &str, owner: Owner) -> Arc<str> {
+        self.fields.holder(client_id, owner)
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'a>,
+    ) -> BoxFuture<'a, Result<(AcquireReply, Synced)>> {
         Box::pin(async move {
             let hold = req.hold;
             let mut invocation = ACQUIRE.prepare_invoke();
@@ -151,7 +177,7 @@ impl LockKind for Reentrant {
             let call = Call::write("acquire", &hold.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
-            synced_acquire(self, req, call, |v| acquire_reply("lock/acquire.lua", v)).await
+            send_acquire(req, call, |v| acquire_reply("lock/acquire.lua", v)).await
         })
     }
 
@@ -179,6 +205,10 @@ impl LockKind for Reentrant {
         on_unlock_messages(&*self.channel)
     }
 
+    fn yields_to_parked(&self) -> bool {
+        true
+    }
+
     fn renewal(&self) -> Arc<dyn Renewal> {
         HASH_RENEWAL.clone()
     }
@@ -199,7 +229,7 @@ impl LockKind for Reentrant {
             let call = Call::write("force_unlock", name, &invocation)
                 .idempotent()
                 .synced();
-            released_reply("lock/force_unlock.lua", shared.conn.call(call).await?)
+            deleted_reply("lock/force_unlock.lua", shared.conn.call(call).await?)
         })
     }
 }

@@ -4,21 +4,25 @@
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
-use super::hold::HoldSpec;
-use super::kind::{
-    AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, acquire_reply,
-    on_unlock_messages, release_reply, released_reply, status, synced_acquire, unexpected,
-};
 use super::reentrant::HASH_RENEWAL;
-use super::{LockCore, lock_api};
-use crate::conn::Call;
+use super::single::{LockCore, Locks};
+use super::surface::{hold_queries, lock_surface};
+use crate::conn::{Call, Script, ScriptInvocation, Synced};
 use crate::error::{Error, Result};
+use crate::future::BoxFuture;
+use crate::hold::{
+    AcquireReply, AcquireRequest, Fields, HoldKind, HoldSpec, ReleaseReply, ReleaseRequest,
+    acquire_reply, on_unlock_messages, release_reply, send_acquire,
+};
 use crate::layout;
+use crate::object::object_methods;
+use crate::owner::Owner;
 use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use crate::reply::{deleted_reply, status, unexpected};
 use crate::shared::Shared;
-use crate::wait::{BoxFuture, Strategy};
+use crate::wait::Strategy;
 use crate::watchdog::Renewal;
 
 /// `lua/rwlock/read_acquire.lua`: RedissonReadLock.tryLockInnerAsync.
@@ -153,27 +157,31 @@ pub struct RwLock {
 }
 
 impl RwLock {
-    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+    pub(crate) fn new(locks: &Locks, name: String) -> Self {
         let channel: Arc<str> = layout::rwlock_channel(&name).into();
         let name: Arc<str> = name.into();
         let read = Read {
             channel: channel.clone(),
             key_prefix: layout::rwlock_key_prefix(&name).into(),
+            fields: Fields::default(),
         };
-        let write = Write { channel };
+        let write = Write {
+            channel,
+            fields: Fields::default(),
+        };
         Self {
             read: ReadLock {
-                core: LockCore::new(shared.clone(), Arc::new(read), name.clone()),
+                core: LockCore::new(locks, Arc::new(read), name.clone()),
             },
             write: WriteLock {
-                core: LockCore::new(shared, Arc::new(write), name),
+                core: LockCore::new(locks, Arc::new(write), name),
             },
         }
     }
 
     /// The lock's name: its Redis key.
     pub fn name(&self) -> &str {
-        self.read.core.name()
+        self.read.name()
     }
 
     /// The read half (Redisson's `readLock()`): shared by any number of owners, excluded by a
@@ -209,8 +217,9 @@ pub struct ReadLock {
     pub(super) core: LockCore,
 }
 
-lock_api!(
+lock_surface!(
     ReadLock,
+    setup: "# ",
     make: "client.rw_lock(\"device:7\").read_lock()",
     errors: "",
     cancel: "",
@@ -219,6 +228,21 @@ lock_api!(
         left alone. Readers' marker keys are left to expire.",
     is_locked: "`true` when the lock is in mode `read`, or in mode `write` with the writer also \
         holding read (Redisson's read `isLocked()` script).",
+);
+hold_queries!(ReadLock, make: "client.rw_lock(\"device:7\").read_lock()");
+object_methods!(
+    ReadLock,
+    field: core,
+    make: "client.rw_lock(\"device:7\").read_lock()",
+    keys: "It acts on the lock's hash `name` only: the read holds' marker keys keep their own \
+        TTLs, as in Redisson.",
+    delete: "Deletes the lock as Redisson's read `delete()` does: a force unlock, in mode `read` \
+        only (a lock in mode `write` is left alone, and `false` returned).",
+    watchdog: "On a lock held under the watchdog, an expiry set here lasts until the next \
+        renewal (at most a third of the watchdog timeout), which sets the lease again, as \
+        Redisson's watchdog does; a hold with an explicit lease keeps it (a cleared expiry \
+        makes the key persistent until the lock is released). Keys beyond the name are not \
+        renewed and keep it.",
 );
 
 /// The write half of an [`RwLock`]: Redisson's `RReadWriteLock.writeLock()`.
@@ -233,8 +257,9 @@ pub struct WriteLock {
     pub(super) core: LockCore,
 }
 
-lock_api!(
+lock_surface!(
     WriteLock,
+    setup: "# ",
     make: "client.rw_lock(\"device:7\").write_lock()",
     errors: "[`Error::UpgradeRefused`](crate::Error::UpgradeRefused) at once, changing \
         nothing, when the owner holds the read half without the write half (Redisson's reader \
@@ -244,6 +269,21 @@ lock_api!(
         wakes every waiter (Redisson's write `forceUnlock()`); a lock in mode `read` is left \
         alone.",
     is_locked: "`true` when the lock is in mode `write` (Redisson's write `isLocked()`).",
+);
+hold_queries!(WriteLock, make: "client.rw_lock(\"device:7\").write_lock()");
+object_methods!(
+    WriteLock,
+    field: core,
+    make: "client.rw_lock(\"device:7\").write_lock()",
+    keys: "It acts on the lock's hash `name` only: the read holds' marker keys keep their own \
+        TTLs, as in Redisson.",
+    delete: "Deletes the lock as Redisson's write `delete()` does: a force unlock, in mode `write` \
+        only (a lock in mode `read` is left alone, and `false` returned).",
+    watchdog: "On a lock held under the watchdog, an expiry set here lasts until the next \
+        renewal (at most a third of the watchdog timeout), which sets the lease again, as \
+        Redisson's watchdog does; a hold with an explicit lease keeps it (a cleared expiry \
+        makes the key persistent until the lock is released). Keys beyond the name are not \
+        renewed and keep it.",
 );
 
 /// The writer field of the owner whose reader field is `reader`: the format of
@@ -268,9 +308,10 @@ struct Read {
     channel: Arc<str>,
     /// `keyPrefix` of §5.1: `{N}`, or `N` when it contains `{`.
     key_prefix: Arc<str>,
+    fields: Fields,
 }
 
-impl LockKind for Read {
+impl HoldKind for Read {
     fn label(&self) -> &'static str {
         "ReadLock"
     }
@@ -279,7 +320,14 @@ impl LockKind for Read {
         "read"
     }
 
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
+    fn field(&self, client_id: &str, owner: Owner) -> Arc<str> {
+        self.fields.holder(client_id, owner)
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'a>,
+    ) -> BoxFuture<'a, Result<(AcquireReply, Synced)>> {
         Box::pin(async move {
             let hold = req.hold;
             let mut invocation = READ_ACQUIRE.prepare_invoke();
@@ -293,10 +341,7 @@ impl LockKind for Read {
             let call = Call::write("acquire", &hold.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
-            synced_acquire(self, req, call, |v| {
-                acquire_reply("rwlock/read_acquire.lua", v)
-            })
-            .await
+            send_acquire(req, call, |v| acquire_reply("rwlock/read_acquire.lua", v)).await
         })
     }
 
@@ -355,9 +400,10 @@ impl LockKind for Read {
 struct Write {
     /// `redisson_rwlock:{N}`.
     channel: Arc<str>,
+    fields: Fields,
 }
 
-impl LockKind for Write {
+impl HoldKind for Write {
     fn label(&self) -> &'static str {
         "WriteLock"
     }
@@ -366,11 +412,15 @@ impl LockKind for Write {
         "write"
     }
 
-    fn field(&self, client_id: &str, owner: u64) -> String {
-        layout::write_field(client_id, owner)
+    fn field(&self, client_id: &str, owner: Owner) -> Arc<str> {
+        self.fields
+            .get(owner, || layout::write_field(client_id, owner.id()))
     }
 
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
+    fn acquire<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'a>,
+    ) -> BoxFuture<'a, Result<(AcquireReply, Synced)>> {
         Box::pin(async move {
             let hold = req.hold;
             let reader = reader_field_of(&hold.field);
@@ -384,8 +434,17 @@ impl LockKind for Write {
             let call = Call::write("acquire", &hold.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
-            synced_acquire(self, req, call, |reply| {
+            send_acquire(req, call, |reply| {
                 if status(&reply) == Some(b"upgrade") {
+                    // The owner's read hold: refused while the owner has a guard for it (the
+                    // write would wait on itself). One the client has no guard for (a release
+                    // a failover lost) is waited out as another reader's would be.
+                    if hold.record.holds_now(&hold.name, &Arc::from(reader)) == 0 {
+                        let recheck = hold.shared.config.recheck_interval.as_millis();
+                        return Ok(AcquireReply::Held(
+                            i64::try_from(recheck).unwrap_or(i64::MAX),
+                        ));
+                    }
                     return Err(Error::UpgradeRefused {
                         name: hold.name.to_string(),
                         holder: reader.to_owned(),
@@ -471,7 +530,7 @@ fn force_unlock<'a>(
         let call = Call::write("force_unlock", name, &invocation)
             .idempotent()
             .synced();
-        released_reply("rwlock/force_unlock.lua", shared.conn.call(call).await?)
+        deleted_reply("rwlock/force_unlock.lua", shared.conn.call(call).await?)
     })
 }
 

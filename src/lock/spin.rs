@@ -5,19 +5,20 @@
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::Script;
-
-use super::hold::HoldSpec;
-use super::kind::{
-    AcquireReply, AcquireRequest, LockKind, ReleaseReply, ReleaseRequest, release_reply,
-    released_reply,
-};
 use super::reentrant::reentrant_kind;
-use super::{LockCore, lock_api};
-use crate::conn::Call;
+use super::single::{LockCore, Locks};
+use super::surface::{Core, hold_queries, lock_surface};
+use crate::conn::{Call, Script, Synced};
 use crate::error::{Error, Result};
+use crate::future::BoxFuture;
+use crate::hold::{
+    AcquireReply, AcquireRequest, HoldKind, HoldSpec, ReleaseReply, ReleaseRequest, release_reply,
+};
+use crate::object::object_methods;
+use crate::owner::Owner;
+use crate::reply::deleted_reply;
 use crate::shared::Shared;
-use crate::wait::{Backoff, BoxFuture, Strategy};
+use crate::wait::{Backoff, Strategy};
 use crate::watchdog::Renewal;
 
 /// `lua/spin/unlock.lua`: RedissonSpinLock.unlockInnerAsync (no publish).
@@ -129,8 +130,9 @@ pub struct SpinLock {
     pub(super) core: LockCore,
 }
 
-lock_api!(
+lock_surface!(
     SpinLock,
+    setup: "# ",
     make: "client.spin_lock(\"cache:rebuild\")",
     errors: "",
     cancel: "",
@@ -138,38 +140,51 @@ lock_api!(
         published, waiters find it free at their next poll.",
     is_locked: "`true` when anyone holds the lock (`EXISTS`).",
 );
+hold_queries!(SpinLock, make: "client.spin_lock(\"cache:rebuild\")");
+object_methods!(
+    SpinLock,
+    field: core,
+    make: "client.spin_lock(\"cache:rebuild\")",
+    keys: "It acts on the lock's hash `name`.",
+    delete: "Deletes the lock as Redisson's `delete()` does: a force unlock (`DEL`; nothing is \
+        published, waiters find it free at their next poll).",
+    watchdog: "On a lock held under the watchdog, an expiry set here lasts until the next \
+        renewal (at most a third of the watchdog timeout), which sets the lease again, as \
+        Redisson's watchdog does; a hold with an explicit lease keeps it (a cleared expiry \
+        makes the key persistent until the lock is released). Keys beyond the name are not \
+        renewed and keep it.",
+);
 
 impl SpinLock {
-    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
-        Self::with(shared, name, SpinBackoff::default())
+    pub(crate) fn new(locks: &Locks, name: String) -> Self {
+        Self::with(locks, name, SpinBackoff::default())
     }
 
-    fn with(shared: Arc<Shared>, name: String, backoff: SpinBackoff) -> Self {
+    fn with(locks: &Locks, name: String, backoff: SpinBackoff) -> Self {
         let kind = Spin {
             inner: reentrant_kind(&name),
             backoff,
         };
         Self {
-            core: LockCore::new(shared, Arc::new(kind), name.into()),
+            core: LockCore::new(locks, Arc::new(kind), name.into()),
         }
     }
 
     /// This lock with waiters sleeping by `backoff` between attempts.
     #[must_use]
     pub fn with_backoff(self, backoff: SpinBackoff) -> Self {
-        let shared = self.core.shared().clone();
-        Self::with(shared, self.name().to_owned(), backoff)
+        Self::with(self.core.locks(), self.core.name().to_owned(), backoff)
     }
 }
 
 /// The spin lock's kind: the reentrant lock's acquire and renewal, its own unlock, polling.
 #[derive(Debug)]
 struct Spin {
-    inner: Arc<dyn LockKind>,
+    inner: Arc<dyn HoldKind>,
     backoff: SpinBackoff,
 }
 
-impl LockKind for Spin {
+impl HoldKind for Spin {
     fn label(&self) -> &'static str {
         "SpinLock"
     }
@@ -178,7 +193,14 @@ impl LockKind for Spin {
         "spin"
     }
 
-    fn acquire<'a>(&'a self, req: &'a AcquireRequest<'a>) -> BoxFuture<'a, Result<AcquireReply>> {
+    fn field(&self, client_id: &str, owner: Owner) -> Arc<str> {
+        self.inner.field(client_id, owner)
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        req: &'a AcquireRequest<'a>,
+    ) -> BoxFuture<'a, Result<(AcquireReply, Synced)>> {
         self.inner.acquire(req)
     }
 
@@ -216,7 +238,7 @@ impl LockKind for Spin {
             let call = Call::write_command("force_unlock", name, &cmd)
                 .idempotent()
                 .synced();
-            released_reply("DEL", shared.conn.call(call).await?)
+            deleted_reply("DEL", shared.conn.call(call).await?)
         })
     }
 }

@@ -1,15 +1,15 @@
 //! [`RedLock`]: a majority of locks on independent servers.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::sync::Arc;
 
 use redis::Value;
 
-use super::{Composite, MultiLockGuard, client_id};
+use super::composite::{Composite, placements, trait_objects};
 use crate::conn::Call;
 use crate::error::{Error, Result};
-use crate::lock::AnyLock;
-use crate::options::LockOptions;
+use crate::lock::{DistributedLock, Placement, lock_surface};
+use crate::reply::unexpected;
 
 /// The Redlock algorithm: a lock held when a majority of `n` locks, each on its own
 /// independent Redis server, are held (Redisson's deprecated `RedissonRedLock`).
@@ -34,7 +34,7 @@ use crate::options::LockOptions;
 ///
 /// - **Process pauses.** A holder paused (a long GC, page faults, a stopped VM or container)
 ///   for longer than the lease wakes up believing it still holds the lock, while the keys have
-///   expired and another client holds it. Checking [`MultiLockGuard::is_lost`] right before
+///   expired and another client holds it. Checking [`LockGuard::is_lost`](crate::LockGuard::is_lost) right before
 ///   acting narrows the window but cannot close it: the pause can fall between the check and
 ///   the action. Network delays do the same to a request already sent.
 /// - **Clock jumps.** A server whose wall clock jumps forward (an NTP step, an operator)
@@ -105,10 +105,30 @@ use crate::options::LockOptions;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RedLock {
-    inner: Composite,
+    core: Composite,
 }
+
+lock_surface!(
+    RedLock,
+    setup: "# let (a, b, c) = (client.clone(), client.clone(), client);",
+    make: "redisson_sync::RedLock::new([a.lock(\"resource\"), b.lock(\"resource\"), c.lock(\"resource\")]).await?",
+    errors: "When an attempt failed only because servers failed (no lock was held by someone \
+        else), the first server's error ([`Error::Redis`](crate::Error::Redis), \
+        [`Error::Timeout`](crate::Error::Timeout)); a lock's other errors at once \
+        ([`Error::WrongType`](crate::Error::WrongType), \
+        [`Error::Shutdown`](crate::Error::Shutdown), a kind's own such as \
+        [`Error::UpgradeRefused`](crate::Error::UpgradeRefused)). The locks held are released \
+        first.",
+    cancel: "A dropped acquisition releases the locks it holds, in the background; a lock \
+        acquire in flight is undone by its own lock. With a lease, a hold that was granted \
+        after its caller gave up on it ends with it.",
+    force_unlock: "Force-unlocks every lock (each as its own kind's `force_unlock`); `true` if \
+        any was deleted.",
+    is_locked: "`true` when so many of the locks are held, by anyone, that fewer than the \
+        quorum are free: an acquisition could not get a quorum now.",
+);
 
 /// The fewest locks a RedLock takes: with 2, one failed server would stop it.
 const MIN_LOCKS: usize = 3;
@@ -119,8 +139,8 @@ impl RedLock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for fewer than 3 locks, two locks of one
-    /// [`Client`](crate::Client), or two locks on one Redis server (the same `run_id`: one
+    /// [`Error::InvalidArgument`] for fewer than 3 locks, a composite among them, two locks of
+    /// one [`Client`](crate::Client), or two locks on one Redis server (the same `run_id`: one
     /// server under two names, or two clients of it); the error of a server that could not
     /// tell its identity ([`Error::Redis`], [`Error::Timeout`], [`Error::Shutdown`]): every
     /// server must answer once, when the RedLock is made.
@@ -128,156 +148,76 @@ impl RedLock {
     /// # Cancel safety
     ///
     /// Cancel safe (read only).
-    pub async fn new(locks: impl IntoIterator<Item = impl Into<AnyLock>>) -> Result<Self> {
-        let locks: Vec<AnyLock> = locks.into_iter().map(Into::into).collect();
+    pub async fn new<L: DistributedLock + 'static>(
+        locks: impl IntoIterator<Item = L>,
+    ) -> Result<Self> {
+        let locks = trait_objects(locks);
         if locks.len() < MIN_LOCKS {
             return Err(Error::InvalidArgument(format!(
                 "a RedLock needs at least {MIN_LOCKS} locks on independent servers, got {}",
                 locks.len()
             )));
         }
+        let at = placements(&locks, "RedLock")?;
         let mut clients = HashMap::with_capacity(locks.len());
-        for lock in &locks {
-            if let Some(other) = clients.insert(client_id(lock), lock.name()) {
+        for lock in &at {
+            if let Some(other) = clients.insert(&*lock.shared.id, lock.name) {
                 return Err(Error::InvalidArgument(format!(
                     "RedLock: locks {other:?} and {:?} are on the same client {}; each lock \
                      needs its own client and server",
-                    lock.name(),
-                    client_id(lock)
+                    lock.name, lock.shared.id
                 )));
             }
         }
-        let ids = futures_util::future::join_all(locks.iter().map(server_run_id)).await;
+        let ids = futures_util::future::join_all(at.iter().map(server_run_id)).await;
         let mut servers = HashMap::with_capacity(locks.len());
-        for (lock, id) in locks.iter().zip(ids) {
-            if let Some(other) = servers.insert(id?, lock.name()) {
+        for (lock, id) in at.iter().zip(ids) {
+            if let Some(other) = servers.insert(id?, lock.name) {
                 return Err(Error::InvalidArgument(format!(
                     "RedLock: locks {other:?} and {:?} are on the same Redis server (one \
                      server under two names, or two clients of it); each lock needs its own \
                      server",
-                    lock.name()
+                    lock.name
                 )));
             }
         }
         let quorum = locks.len() / 2 + 1;
         Ok(Self {
-            inner: Composite {
-                locks,
-                quorum,
-                red: true,
-            },
+            core: Composite::new(locks, quorum, true),
         })
     }
 
     /// The locks, in the order they are taken.
-    pub fn locks(&self) -> &[AnyLock] {
-        &self.inner.locks
+    pub fn locks(&self) -> &[Arc<dyn DistributedLock>] {
+        &self.core.locks
     }
 
     /// How many locks an acquisition must hold: `n / 2 + 1`.
     pub fn quorum(&self) -> usize {
-        self.inner.quorum
-    }
-
-    /// Acquires a quorum, as long as it takes (Redisson's `lock()`): attempts of
-    /// `1500 ms × n` each, as [`MultiLock::lock`](crate::MultiLock::lock).
-    ///
-    /// # Errors
-    ///
-    /// When an attempt failed only because servers failed (no lock was held by someone else),
-    /// the first server's error ([`Error::Redis`], [`Error::Timeout`]); a lock's other errors
-    /// at once ([`Error::WrongType`], [`Error::Shutdown`], a kind's own such as
-    /// [`Error::UpgradeRefused`]). The locks held are released first.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping the future releases what it held, in the background.
-    pub async fn lock(&self) -> Result<MultiLockGuard> {
-        self.inner.lock(&LockOptions::new()).await
-    }
-
-    /// [`lock`](Self::lock) with the given lease and owner. An explicit lease is advised: a
-    /// hold that was granted after its caller gave up on it ends with it.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock), plus [`Error::InvalidArgument`] for a lease under 1 ms.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn lock_with_options(&self, options: &LockOptions) -> Result<MultiLockGuard> {
-        self.inner.lock(options).await
-    }
-
-    /// One round of single attempts: `Some` when a quorum was held.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock(&self) -> Result<Option<MultiLockGuard>> {
-        self.inner
-            .try_acquire(Duration::ZERO, &LockOptions::new())
-            .await
-    }
-
-    /// Tries to hold a quorum within `wait`; `None` when it could not (and then nothing is
-    /// held).
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiLockGuard>> {
-        self.inner.try_acquire(wait, &LockOptions::new()).await
-    }
-
-    /// [`try_lock_for`](Self::try_lock_for) with the given lease and owner. A zero `wait`
-    /// makes one round of single attempts.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock_with_options`](Self::lock_with_options).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock_with_options(
-        &self,
-        wait: Duration,
-        options: &LockOptions,
-    ) -> Result<Option<MultiLockGuard>> {
-        self.inner.try_acquire(wait, options).await
+        self.core.quorum
     }
 }
 
 /// The `run_id` of the server that holds `lock`'s key (`INFO server`): random per server
 /// process, so two names or two clients of one server give the same one.
-async fn server_run_id(lock: &AnyLock) -> Result<String> {
-    let shared = lock.core().shared();
+async fn server_run_id(lock: &Placement<'_>) -> Result<String> {
+    let shared = lock.shared;
     shared.ensure_open()?;
     let mut cmd = redis::cmd("INFO");
     cmd.arg("server");
     let reply = shared
         .conn
-        .call(Call::read("server identity", lock.name(), &cmd))
+        .call(Call::read("server identity", lock.name, &cmd))
         .await?;
     let info = match &reply {
         Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
         Value::VerbatimString { text, .. } => text.clone(),
         Value::SimpleString(text) => text.clone(),
-        _ => return Err(crate::lock::unexpected("INFO", &reply)),
+        _ => return Err(unexpected("INFO", &reply)),
     };
     info.lines()
         .find_map(|line| line.strip_prefix("run_id:"))
         .map(|id| id.trim().to_owned())
         .filter(|id| !id.is_empty())
-        .ok_or_else(|| crate::lock::unexpected("INFO", &reply))
+        .ok_or_else(|| unexpected("INFO", &reply))
 }

@@ -9,6 +9,11 @@
 //! - the [`transport`], a task owning the subscriber connection, which feeds the registry;
 //! - [`Subscription`], one waiter's share of a channel.
 //!
+//! Besides waiters, a channel can have *observers* ([`PubSub::observe`]): they are handed
+//! every message (and a [`Observed::Gap`] whenever the subscription was re-established, so
+//! messages may have been lost), and wake nobody. The lock events of `crate::events` are
+//! built on them.
+//!
 //! Of the local waiters on one channel, one at a time is the *re-checker*: only it re-checks
 //! on its own every `recheck_interval` (the others sleep until a message or their hint, as
 //! Redisson's waiters do), so parked waiters cost Redis nothing. When the re-checker leaves
@@ -31,6 +36,7 @@ use crate::error::{Error, Result};
 use crate::tasks::Tasks;
 
 pub(crate) use policy::WakePolicy;
+pub(crate) use registry::Observed;
 use registry::{Channel, Registry};
 use transport::{Command, Transport};
 
@@ -70,6 +76,39 @@ impl PubSub {
         Subscription {
             channel: self.registry.register(channel, policy),
             waiter: self.next_waiter.fetch_add(1, Ordering::Relaxed),
+            observer: false,
+            registry: self.registry.clone(),
+            commands: self.commands.clone(),
+        }
+    }
+
+    /// `true` when some waiter of this client is registered on `channel` (a subscription is
+    /// alive for it). Without any waiter on any channel it takes no lock.
+    pub(crate) fn has_waiters(&self, channel: &str) -> bool {
+        self.registry.any_waiters() && self.registry.waiters_on(channel) > 0
+    }
+
+    /// `true` when some waiter of this client is registered on any channel: cheap, an atomic
+    /// read.
+    pub(crate) fn any_waiters(&self) -> bool {
+        self.registry.any_waiters()
+    }
+
+    /// Registers an observer of `channel` (whose waiters, if any, wake by `policy`): every
+    /// message received on it is sent to `tx`, and [`Observed::Gap`] after every
+    /// (re)subscription. It shares the channel's subscription as a waiter does; await
+    /// [`Subscription::ready`] to know that Redis confirmed it.
+    pub(crate) fn observe(
+        &self,
+        channel: &str,
+        policy: WakePolicy,
+        tx: mpsc::UnboundedSender<Observed>,
+    ) -> Subscription {
+        let waiter = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+        Subscription {
+            channel: self.registry.observe(channel, policy, waiter, tx),
+            waiter,
+            observer: true,
             registry: self.registry.clone(),
             commands: self.commands.clone(),
         }
@@ -81,8 +120,10 @@ impl PubSub {
 #[derive(Debug)]
 pub(crate) struct Subscription {
     channel: Arc<Channel>,
-    /// This waiter's id, for the re-checker role.
+    /// This waiter's id, for the re-checker role (an observer's id).
     waiter: u64,
+    /// An observer's share ([`PubSub::observe`]), not a waiter's.
+    observer: bool,
     registry: Arc<Registry>,
     commands: mpsc::UnboundedSender<Command>,
 }
@@ -130,8 +171,13 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        self.channel.release_recheck(self.waiter);
-        if self.registry.unregister(&self.channel) {
+        let last = if self.observer {
+            self.registry.unobserve(&self.channel, self.waiter)
+        } else {
+            self.channel.release_recheck(self.waiter);
+            self.registry.unregister(&self.channel)
+        };
+        if last {
             let _ = self.commands.send(Command::Unsubscribe {
                 channel: self.channel.name().to_owned(),
             });

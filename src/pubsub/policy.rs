@@ -16,6 +16,9 @@ pub(crate) enum WakePolicy {
     /// Count-down latch channels (`CountDownLatchPubSub`, §6.6): `0` opens the latch (wakes
     /// every waiter, and the latch stays open until a `1`), `1` closes it again.
     Latch,
+    /// Channels that are only observed ([`PubSub::observe`](super::PubSub::observe)), never
+    /// waited on: keyspace notifications. Wakes nobody.
+    Observe,
 }
 
 /// What one message does to a channel's waiters.

@@ -5,10 +5,10 @@
 //! connections (one per cluster shard) feeds the same registry.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 
 use super::policy::{Wake, WakePolicy};
 
@@ -95,16 +95,38 @@ impl Channel {
     }
 }
 
+/// What an observer of a channel is told ([`Registry::observe`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Observed {
+    /// A message received on the channel.
+    Message { channel: String, payload: Vec<u8> },
+    /// The subscription was (re)established or interrupted: messages may have been lost.
+    Gap,
+}
+
 #[derive(Debug)]
 struct Entry {
     waiters: usize,
     channel: Arc<Channel>,
+    /// Those told of every message, besides the waiters: (observer id, its queue).
+    observers: Vec<(u64, mpsc::UnboundedSender<Observed>)>,
+}
+
+impl Entry {
+    fn tell(&self, what: &Observed) {
+        for (_, tx) in &self.observers {
+            let _ = tx.send(what.clone());
+        }
+    }
 }
 
 /// Channels with local waiters, reference-counted by waiter.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     channels: Mutex<HashMap<String, Entry>>,
+    /// Waiters registered on any channel (observers aside): read without the lock, so that an
+    /// acquire of a client with no waiter at all asks nothing more.
+    waiters: AtomicUsize,
 }
 
 impl Registry {
@@ -116,6 +138,42 @@ impl Registry {
     /// Counts one more waiter on `name`; the first one creates the channel with `policy`.
     pub(crate) fn register(&self, name: &str, policy: WakePolicy) -> Arc<Channel> {
         let mut channels = self.channels();
+        let entry = Self::entry(&mut channels, name, policy);
+        entry.waiters += 1;
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        entry.channel.clone()
+    }
+
+    /// `true` when some waiter is registered on any channel.
+    pub(crate) fn any_waiters(&self) -> bool {
+        self.waiters.load(Ordering::Relaxed) > 0
+    }
+
+    /// How many waiters are registered on `name`.
+    pub(crate) fn waiters_on(&self, name: &str) -> usize {
+        self.channels().get(name).map_or(0, |entry| entry.waiters)
+    }
+
+    /// Adds an observer of `name`, told of every message on it (and of gaps) through `tx`;
+    /// it wakes and is woken by nothing. It keeps the channel subscribed as a waiter does.
+    pub(crate) fn observe(
+        &self,
+        name: &str,
+        policy: WakePolicy,
+        id: u64,
+        tx: mpsc::UnboundedSender<Observed>,
+    ) -> Arc<Channel> {
+        let mut channels = self.channels();
+        let entry = Self::entry(&mut channels, name, policy);
+        entry.observers.push((id, tx));
+        entry.channel.clone()
+    }
+
+    fn entry<'m>(
+        channels: &'m mut HashMap<String, Entry>,
+        name: &str,
+        policy: WakePolicy,
+    ) -> &'m mut Entry {
         let entry = channels.entry(name.to_owned()).or_insert_with(|| Entry {
             waiters: 0,
             channel: Arc::new(Channel {
@@ -126,10 +184,27 @@ impl Registry {
                 rechecker: AtomicU64::new(0),
                 role: Notify::new(),
             }),
+            observers: Vec::new(),
         });
         debug_assert_eq!(entry.channel.policy, policy, "two policies on {name}");
-        entry.waiters += 1;
-        entry.channel.clone()
+        entry
+    }
+
+    /// Removes observer `id` of `channel`; `true` when the channel has no waiter and no
+    /// observer left (it is then gone from the registry).
+    pub(crate) fn unobserve(&self, channel: &Arc<Channel>, id: u64) -> bool {
+        let mut channels = self.channels();
+        let last = match channels.get_mut(&channel.name) {
+            Some(entry) if Arc::ptr_eq(&entry.channel, channel) => {
+                entry.observers.retain(|(o, _)| *o != id);
+                entry.waiters == 0 && entry.observers.is_empty()
+            }
+            _ => false,
+        };
+        if last {
+            channels.remove(&channel.name);
+        }
+        last
     }
 
     /// Counts one waiter less on `channel`; `true` when it was the last one (the channel is
@@ -139,7 +214,8 @@ impl Registry {
         let last = match channels.get_mut(&channel.name) {
             Some(entry) if Arc::ptr_eq(&entry.channel, channel) => {
                 entry.waiters -= 1;
-                entry.waiters == 0
+                self.waiters.fetch_sub(1, Ordering::Relaxed);
+                entry.waiters == 0 && entry.observers.is_empty()
             }
             _ => false,
         };
@@ -155,8 +231,14 @@ impl Registry {
         let Some(entry) = channels.get(name) else {
             return;
         };
+        if !entry.observers.is_empty() {
+            entry.tell(&Observed::Message {
+                channel: name.to_owned(),
+                payload: payload.to_vec(),
+            });
+        }
         let wake = entry.channel.policy.wake(payload);
-        if wake == Wake::Nothing {
+        if wake == Wake::Nothing && entry.observers.is_empty() {
             tracing::debug!(channel = name, ?payload, "ignoring pub/sub message");
         }
         entry.channel.apply(wake, entry.waiters);
@@ -167,6 +249,7 @@ impl Registry {
     pub(crate) fn wake_everyone(&self) {
         for entry in self.channels().values() {
             entry.channel.wake_all();
+            entry.tell(&Observed::Gap);
         }
     }
 
@@ -174,6 +257,7 @@ impl Registry {
     pub(crate) fn wake_channel(&self, name: &str) {
         if let Some(entry) = self.channels().get(name) {
             entry.channel.wake_all();
+            entry.tell(&Observed::Gap);
         }
     }
 
@@ -219,6 +303,30 @@ mod tests {
         assert!(!c.claim_recheck(2));
         c.release_recheck(1);
         assert!(c.claim_recheck(2));
+    }
+
+    #[test]
+    fn observers_get_every_message_and_gaps_and_keep_the_channel() {
+        let registry = Registry::default();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let observed = registry.observe("c", WakePolicy::Lock, 7, tx);
+        let waiter = registry.register("c", WakePolicy::Lock);
+        registry.dispatch("c", b"0");
+        registry.dispatch("c", b"junk");
+        registry.wake_channel("c");
+        let message = |p: &[u8]| Observed::Message {
+            channel: "c".into(),
+            payload: p.to_vec(),
+        };
+        assert_eq!(rx.try_recv(), Ok(message(b"0")));
+        assert_eq!(rx.try_recv(), Ok(message(b"junk")));
+        assert_eq!(rx.try_recv(), Ok(Observed::Gap));
+        assert!(rx.try_recv().is_err());
+        // The waiter leaving keeps the channel for the observer, and the other way round.
+        assert!(!registry.unregister(&waiter));
+        assert!(registry.contains("c"));
+        assert!(registry.unobserve(&observed, 7));
+        assert!(registry.is_empty());
     }
 
     #[tokio::test]

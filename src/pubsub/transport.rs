@@ -18,6 +18,10 @@
 //! cluster connection routes it to the slot's new master) and its waiters re-check at once.
 //! A node connection the cluster connection lost and restored is re-subscribed by it; its
 //! disconnection push wakes every waiter.
+//!
+//! Keyspace notifications (`__keyspace@<db>__:<key>`, observed by `crate::events`) are never
+//! sharded messages: in a cluster they are subscribed the classic way whatever the flavour
+//! (routed by the channel name, so to the key's node only when the key has a hash tag).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
@@ -95,14 +99,19 @@ impl Link {
         match self {
             Self::Single(sink, _) => sink.subscribe(channels).await,
             Self::Cluster(conn, _, flavour) => {
+                let (keyspace, channels): (Vec<&String>, Vec<&String>) =
+                    channels.iter().partition(|c| is_keyspace(c));
                 if flavour.sharded {
                     // One slot per call: sharded channels of several slots cannot share one.
-                    for channel in channels {
-                        conn.ssubscribe(channel).await?;
+                    for channel in &channels {
+                        conn.ssubscribe(channel.as_str()).await?;
                     }
                 }
-                if flavour.classic {
+                if flavour.classic && !channels.is_empty() {
                     conn.subscribe(channels).await?;
+                }
+                for channel in keyspace {
+                    conn.subscribe(channel.as_str()).await?;
                 }
                 Ok(())
             }
@@ -113,6 +122,9 @@ impl Link {
         match self {
             Self::Single(sink, _) => sink.unsubscribe(channel).await,
             Self::Cluster(conn, _, flavour) => {
+                if is_keyspace(channel) {
+                    return conn.unsubscribe(channel).await;
+                }
                 if flavour.sharded {
                     conn.sunsubscribe(channel).await?;
                 }
@@ -434,6 +446,11 @@ impl Transport {
             registry.wake_everyone();
         }
     }
+}
+
+/// A keyspace notification channel: classic pub/sub only, even in a sharded cluster.
+fn is_keyspace(channel: &str) -> bool {
+    channel.starts_with("__keyspace@")
 }
 
 /// Runs a subscription command with the command timeout.

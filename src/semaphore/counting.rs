@@ -5,17 +5,20 @@ use std::fmt;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::{Cmd, Script};
+use redis::Cmd;
 use tracing::Instrument;
 
-use super::{PermitId, bool_reply, check_permits, duration_ms, int_reply};
-use crate::conn::{Call, Delivery, Synced};
+use super::common::{PermitId, TRY_SET, check_permits, duration_ms};
+use crate::conn::{Call, Delivery, Script, Synced};
 use crate::error::{Error, Result};
+use crate::future::BoxFuture;
 use crate::layout;
+use crate::object::{Object, object_methods};
 use crate::observe::{self, Subject, Tag};
 use crate::pubsub::WakePolicy;
+use crate::reply::{bool_reply, int_reply};
 use crate::shared::Shared;
-use crate::wait::{self, Acquire, BoxFuture, Detachable, Step, Strategy};
+use crate::wait::{self, Acquire, Detachable, Step, Strategy};
 
 /// `lua/semaphore/try_acquire.lua`: RedissonSemaphore.tryAcquireAsync0.
 static TRY_ACQUIRE: LazyLock<Script> =
@@ -24,11 +27,6 @@ static TRY_ACQUIRE: LazyLock<Script> =
 /// `lua/semaphore/release.lua`: RedissonSemaphore.releaseAsync / releaseIfExistsAsync.
 static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/release.lua")));
-
-/// `lua/semaphore/try_set.lua`: RedissonSemaphore.trySetPermitsAsync (also the
-/// permit-expirable semaphore's, which has the same effects).
-pub(super) static TRY_SET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/try_set.lua")));
 
 /// `lua/semaphore/add.lua`: RedissonSemaphore.addPermitsAsync.
 static ADD: LazyLock<Script> =
@@ -93,7 +91,29 @@ pub(super) struct Inner {
     name: Arc<str>,
     /// `redisson_sc:{N}`.
     channel: Arc<str>,
+    /// The semaphore's one key, `N`, for the object methods.
+    keys: [Arc<str>; 1],
 }
+
+impl Object for Inner {
+    fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    fn keys(&self) -> &[Arc<str>] {
+        &self.keys
+    }
+}
+
+object_methods!(
+    Semaphore,
+    field: inner,
+    make: "client.semaphore(\"pool\")",
+    keys: "It acts on the semaphore's key `name`.",
+    delete: "Deletes the semaphore's key (`DEL`), as Redisson's `delete()` does; nothing is \
+        published (waiters find no permits until it is set again).",
+    watchdog: "",
+);
 
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -107,10 +127,12 @@ impl fmt::Debug for Semaphore {
 impl Semaphore {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
         let channel = layout::semaphore_channel(&name).into();
+        let name: Arc<str> = name.into();
         Self {
             inner: Arc::new(Inner {
                 shared,
-                name: name.into(),
+                keys: [name.clone()],
+                name,
                 channel,
             }),
         }
@@ -214,14 +236,11 @@ impl Semaphore {
     /// Cancel safe: dropping the future never loses a permit nor keeps one. An attempt in
     /// flight finishes in a task of the client, which gives back what it took.
     pub async fn acquire(&self, permits: u32) -> Result<Permits> {
-        match self.acquire_within(permits, None).await? {
-            Some(p) => Ok(p),
-            // Without a deadline the engine only returns a grant or an error.
-            None => Err(Error::UnexpectedReply {
-                script: "semaphore/try_acquire.lua",
-                detail: "gave up without a deadline".into(),
-            }),
-        }
+        let Some(acquire) = self.acquisition(permits)? else {
+            return Ok(self.permits(0));
+        };
+        let marker = wait::acquire(&self.inner.shared, acquire).await?;
+        Ok(self.granted(permits, marker))
     }
 
     /// Makes one attempt to acquire `permits` (Redisson's `tryAcquire(permits)`): `None` when
@@ -231,7 +250,7 @@ impl Semaphore {
     ///
     /// As [`acquire`](Self::acquire).
     pub async fn try_acquire(&self, permits: u32) -> Result<Option<Permits>> {
-        self.acquire_within(permits, Some(Duration::ZERO)).await
+        self.try_acquire_for(permits, Duration::ZERO).await
     }
 
     /// Acquires `permits`, waiting at most `wait` (Redisson's `tryAcquire(permits,
@@ -246,30 +265,34 @@ impl Semaphore {
     ///
     /// As [`acquire`](Self::acquire).
     pub async fn try_acquire_for(&self, permits: u32, wait: Duration) -> Result<Option<Permits>> {
-        self.acquire_within(permits, Some(wait)).await
+        let Some(acquire) = self.acquisition(permits)? else {
+            return Ok(Some(self.permits(0)));
+        };
+        let granted = wait::try_acquire(&self.inner.shared, acquire, wait).await?;
+        Ok(granted.map(|marker| self.granted(permits, marker)))
     }
 
-    async fn acquire_within(
-        &self,
-        permits: u32,
-        wait: Option<Duration>,
-    ) -> Result<Option<Permits>> {
+    /// The acquisition of `permits`, as the engine drives it; `None` for 0 permits (granted at
+    /// once, as in Redisson).
+    fn acquisition(&self, permits: u32) -> Result<Option<Arc<SemaphoreAcquire>>> {
         check_permits(permits)?;
-        if permits == 0 {
-            self.inner.shared.ensure_open()?;
-            return Ok(Some(self.permits(0)));
-        }
-        let acquire = Arc::new(SemaphoreAcquire {
-            inner: self.inner.clone(),
-            permits,
-        });
-        let granted = wait::acquire(&self.inner.shared, acquire, wait).await?;
-        Ok(granted.map(|marker| Permits {
+        self.inner.shared.ensure_open()?;
+        Ok((permits > 0).then(|| {
+            Arc::new(SemaphoreAcquire {
+                inner: self.inner.clone(),
+                permits,
+            })
+        }))
+    }
+
+    /// The guard of `permits` granted with the grant's `marker`.
+    fn granted(&self, permits: u32, marker: Arc<str>) -> Permits {
+        Permits {
             semaphore: Some(self.clone()),
             count: permits,
             marker: Some(marker),
             hold: Some(self.inner.tag().hold()),
-        }))
+        }
     }
 
     fn permits(&self, count: u32) -> Permits {
@@ -292,8 +315,9 @@ impl Semaphore {
     /// (it may have run; sending it twice would create permits): its error is returned.
     pub async fn release(&self, permits: u32) -> Result<()> {
         check_permits(permits)?;
+        self.inner.shared.ensure_open()?;
         if permits == 0 {
-            return self.inner.shared.ensure_open();
+            return Ok(());
         }
         self.inner.release(permits, false, None).await.map(|_| ())
     }
@@ -306,8 +330,8 @@ impl Semaphore {
     /// As [`release`](Self::release).
     pub async fn release_if_exists(&self, permits: u32) -> Result<bool> {
         check_permits(permits)?;
+        self.inner.shared.ensure_open()?;
         if permits == 0 {
-            self.inner.shared.ensure_open()?;
             return Ok(false);
         }
         self.inner.release(permits, true, None).await
@@ -365,7 +389,8 @@ impl Inner {
         if_exists: bool,
         marker: Option<&str>,
     ) -> Result<bool> {
-        self.shared.ensure_open()?;
+        // No open check here: releases scheduled before a shutdown (dropped permits, undos)
+        // still run while it drains them; the callers' own calls check.
         let verb = self.shared.conn.publish_command().await?;
         let mut invocation = RELEASE.prepare_invoke();
         invocation.key(&*self.name).key(&*self.channel);
@@ -550,6 +575,7 @@ impl Permits {
         };
         let inner = semaphore.inner;
         let shared = inner.shared.clone();
+        shared.ensure_open()?;
         let permits = self.count;
         let marker = self.marker.take();
         let name = inner.name.clone();

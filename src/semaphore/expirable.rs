@@ -2,23 +2,25 @@
 //! (docs/LAYOUT.md §6.5): its scripts (`lua/permit_semaphore/`), its names, and permit ids.
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::{Cmd, Script, ScriptInvocation, Value};
+use redis::{Cmd, Value};
+use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::counting::TRY_SET;
-use super::{bool_reply, check_permits, duration_ms, int_reply, now_epoch_ms};
-use crate::conn::{Call, Delivery, Synced};
+use super::common::{PermitId, TRY_SET, check_permits, duration_ms, now_epoch_ms};
+use crate::conn::{Call, Delivery, Script, ScriptInvocation, Synced};
 use crate::error::{Error, Result};
+use crate::future::BoxFuture;
 use crate::layout;
-use crate::lock::unexpected;
+use crate::object::{Object, object_methods};
 use crate::observe::Subject;
 use crate::pubsub::WakePolicy;
+use crate::reply::unexpected;
+use crate::reply::{bool_reply, int_reply};
 use crate::shared::Shared;
-use crate::wait::{self, Acquire, BoxFuture, Step, Strategy};
+use crate::wait::{self, Acquire, Step, Strategy};
 
 /// `lua/permit_semaphore/acquire.lua`: RedissonPermitExpirableSemaphore.tryAcquireAsync.
 static ACQUIRE: LazyLock<Script> =
@@ -81,74 +83,6 @@ fn release_later(inner: Arc<Inner>, ids: Vec<PermitId>) {
     }));
 }
 
-/// The id of one permit of a [`PermitExpirableSemaphore`]: 16 random bytes, stored raw in
-/// Redis and shown (and parsed) as 32 lowercase hex characters, exactly as Redisson's API
-/// returns and accepts them. Ids made by Java parse here, and the other way round.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PermitId([u8; 16]);
-
-impl PermitId {
-    pub(super) fn random() -> Self {
-        Self(uuid::Uuid::new_v4().into_bytes())
-    }
-
-    /// Parses the 32-character hex form (either case).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`] unless `hex` is exactly 32 hex characters.
-    pub fn parse(hex: &str) -> Result<Self> {
-        let bytes = hex.as_bytes();
-        if bytes.len() != 32 {
-            return Err(Error::InvalidArgument(format!(
-                "a permit id is 32 hex characters, got {} characters: {hex:?}",
-                hex.chars().count()
-            )));
-        }
-        let mut id = [0u8; 16];
-        for (i, pair) in bytes.chunks(2).enumerate() {
-            let digit = |c: u8| (c as char).to_digit(16);
-            match (digit(pair[0]), digit(pair[1])) {
-                (Some(hi), Some(lo)) => id[i] = (hi * 16 + lo) as u8,
-                _ => {
-                    return Err(Error::InvalidArgument(format!(
-                        "a permit id is 32 hex characters, got {hex:?}"
-                    )));
-                }
-            }
-        }
-        Ok(Self(id))
-    }
-
-    /// The raw 16 bytes, as stored in Redis.
-    pub fn as_bytes(&self) -> &[u8; 16] {
-        &self.0
-    }
-}
-
-impl fmt::Display for PermitId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for PermitId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PermitId({self})")
-    }
-}
-
-impl FromStr for PermitId {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        Self::parse(s)
-    }
-}
-
 /// A distributed semaphore whose permits have ids and optional leases: Redisson's
 /// `RPermitExpirableSemaphore`.
 ///
@@ -189,17 +123,41 @@ impl FromStr for PermitId {
 /// ```
 #[derive(Clone)]
 pub struct PermitExpirableSemaphore {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
-    shared: Arc<Shared>,
-    name: Arc<str>,
+pub(super) struct Inner {
+    pub(super) shared: Arc<Shared>,
+    pub(super) name: Arc<str>,
     /// `{N}:timeout`.
     timeouts: Arc<str>,
     /// `redisson_sc:{N}`.
     channel: Arc<str>,
+    /// `N` and `{N}:timeout`, for the object methods.
+    keys: [Arc<str>; 2],
 }
+
+impl Object for Inner {
+    fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    fn keys(&self) -> &[Arc<str>] {
+        &self.keys
+    }
+}
+
+object_methods!(
+    PermitExpirableSemaphore,
+    field: inner,
+    make: "client.permit_expirable_semaphore(\"pool\")",
+    keys: "It acts on both of the semaphore's keys, `name` (the available permits) and \
+        `{name}:timeout` (the acquired ones), as Redisson's does.",
+    delete: "Deletes both of the semaphore's keys (`DEL name {name}:timeout`), as Redisson's \
+        `delete()` does: the acquired permits are gone with them (their ids no longer \
+        release anything).",
+    watchdog: "",
+);
 
 impl fmt::Debug for PermitExpirableSemaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -212,12 +170,16 @@ impl fmt::Debug for PermitExpirableSemaphore {
 
 impl PermitExpirableSemaphore {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+        let timeouts: Arc<str> = layout::permit_timeouts(&name).into();
+        let channel = layout::semaphore_channel(&name).into();
+        let name: Arc<str> = name.into();
         Self {
             inner: Arc::new(Inner {
-                timeouts: layout::permit_timeouts(&name).into(),
-                channel: layout::semaphore_channel(&name).into(),
+                keys: [name.clone(), timeouts.clone()],
+                timeouts,
+                channel,
                 shared,
-                name: name.into(),
+                name,
             }),
         }
     }
@@ -316,7 +278,7 @@ impl PermitExpirableSemaphore {
     /// # Errors
     ///
     /// As [`available_permits`](Self::available_permits).
-    pub async fn get_permits(&self) -> Result<i64> {
+    pub async fn total_permits(&self) -> Result<i64> {
         self.inner.count("total").await
     }
 
@@ -343,13 +305,8 @@ impl PermitExpirableSemaphore {
     /// Cancel safe: an attempt in flight when the future is dropped finishes in a task of the
     /// client, which releases the permits it took.
     pub async fn acquire(&self, permits: u32, lease: Option<Duration>) -> Result<Vec<PermitId>> {
-        match self.acquire_within(permits, None, lease).await? {
-            Some(ids) => Ok(ids),
-            None => Err(Error::UnexpectedReply {
-                script: "permit_semaphore/acquire.lua",
-                detail: "gave up without a deadline".into(),
-            }),
-        }
+        let (ids, _) = wait::acquire(&self.inner.shared, self.acquisition(permits, lease)?).await?;
+        Ok(ids)
     }
 
     /// Makes one attempt to acquire `permits` with `lease`: `None` when not enough are
@@ -363,8 +320,7 @@ impl PermitExpirableSemaphore {
         permits: u32,
         lease: Option<Duration>,
     ) -> Result<Option<Vec<PermitId>>> {
-        self.acquire_within(permits, Some(Duration::ZERO), lease)
-            .await
+        self.try_acquire_for(permits, Duration::ZERO, lease).await
     }
 
     /// Acquires `permits` with `lease`, waiting at most `wait`: `None` when they did not
@@ -383,15 +339,17 @@ impl PermitExpirableSemaphore {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<Vec<PermitId>>> {
-        self.acquire_within(permits, Some(wait), lease).await
+        let acquire = self.acquisition(permits, lease)?;
+        let granted = wait::try_acquire(&self.inner.shared, acquire, wait).await?;
+        Ok(granted.map(|(ids, _)| ids))
     }
 
-    async fn acquire_within(
+    /// The acquisition of `permits` with `lease`, as the engine drives it.
+    pub(super) fn acquisition(
         &self,
         permits: u32,
-        wait: Option<Duration>,
         lease: Option<Duration>,
-    ) -> Result<Option<Vec<PermitId>>> {
+    ) -> Result<Arc<ExpirableAcquire>> {
         check_permits(permits)?;
         if permits == 0 {
             return Err(Error::InvalidArgument(
@@ -399,12 +357,11 @@ impl PermitExpirableSemaphore {
             ));
         }
         let lease_ms = lease.map(|l| duration_ms("lease", l)).transpose()?;
-        let acquire = Arc::new(ExpirableAcquire {
+        Ok(Arc::new(ExpirableAcquire {
             inner: self.inner.clone(),
             permits,
             lease_ms,
-        });
-        wait::acquire(&self.inner.shared, acquire, wait).await
+        }))
     }
 
     /// Releases one permit (Redisson's `tryRelease(permitId)`): `true` if released, `false`
@@ -444,38 +401,40 @@ impl PermitExpirableSemaphore {
     /// would release it once and report a failure); [`Error::WrongType`], [`Error::Redis`],
     /// [`Error::Timeout`].
     pub async fn release(&self, ids: &[PermitId]) -> Result<()> {
+        self.inner.release_ids(ids, false).await
+    }
+
+    /// Releases the permits of `ids` if every one is held (Redisson's `tryRelease(List)`):
+    /// how many were released, 0 when one of them is unknown or its lease ended (then none is;
+    /// expired permits found are returned to the count all the same, as in Redisson). An id
+    /// given twice is released once and counted once, as in Redisson.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty list (nothing sent); [`Error::WrongType`],
+    /// [`Error::Redis`], [`Error::Timeout`]. A release that fails transiently (a reset link, a
+    /// restart) goes on in a task of the client until it runs or finds its ids gone, as
+    /// [`release`](Self::release)'s does.
+    ///
+    /// # Cancel safety
+    ///
+    /// A dropped call may or may not have released the permits.
+    pub async fn try_release_many(&self, ids: &[PermitId]) -> Result<u64> {
         if ids.is_empty() {
             return Err(Error::InvalidArgument(
                 "release at least one permit id".into(),
             ));
         }
-        let mut unique = ids.to_vec();
-        unique.sort_unstable_by_key(|id| id.0);
-        unique.dedup();
-        if unique.len() != ids.len() {
-            return Err(Error::InvalidArgument(
-                "the same permit id appears twice in one release".into(),
-            ));
-        }
         self.inner.shared.ensure_open()?;
-        let released = match self.inner.release_many(ids).await {
-            Ok(released) => released,
+        match self.inner.release_many(ids).await {
+            Ok(released) => Ok(u64::try_from(released).unwrap_or(0)),
             Err(e) if e.is_transient() => {
-                // Not run, or not known to have run: the ids still name the permits, and a
-                // release of them is idempotent (a second one finds them gone). Without a
-                // lease they would otherwise be held for good.
+                // As `release`: the ids still name the permits, and releasing them again is
+                // idempotent.
                 release_later(self.inner.clone(), ids.to_vec());
-                return Err(e);
+                Err(e)
             }
-            Err(e) => return Err(e),
-        };
-        if released == ids.len() as i64 {
-            Ok(())
-        } else {
-            Err(Error::PermitNotHeld {
-                name: self.inner.name.to_string(),
-                ids: ids.iter().map(ToString::to_string).collect(),
-            })
+            Err(e) => Err(e),
         }
     }
 
@@ -495,13 +454,14 @@ impl PermitExpirableSemaphore {
         bool_reply("permit_semaphore/lease.lua", reply)
     }
 
-    /// What is left of an acquired permit's lease: `None` when it has no lease.
+    /// What is left of an acquired permit's lease: `None` when it has no lease (Redisson's
+    /// `getLeaseTime(permitId)`).
     ///
     /// # Errors
     ///
     /// [`Error::PermitNotHeld`] when the permit is not held (unknown, released or expired);
     /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
-    pub async fn get_lease_time(&self, id: &PermitId) -> Result<Option<Duration>> {
+    pub async fn lease_time(&self, id: &PermitId) -> Result<Option<Duration>> {
         let reply = self.inner.lease(id, None).await?;
         match int_reply("permit_semaphore/lease.lua", reply)? {
             -2 => Err(Error::PermitNotHeld {
@@ -515,6 +475,52 @@ impl PermitExpirableSemaphore {
 }
 
 impl Inner {
+    /// [`PermitExpirableSemaphore::release`]: all or nothing, a transient failure going on in
+    /// the background.
+    /// `scheduled`: a release scheduled before a shutdown (a dropped guard's), which still
+    /// runs while the shutdown drains it.
+    pub(super) async fn release_ids(
+        self: &Arc<Self>,
+        ids: &[PermitId],
+        scheduled: bool,
+    ) -> Result<()> {
+        if ids.is_empty() {
+            return Err(Error::InvalidArgument(
+                "release at least one permit id".into(),
+            ));
+        }
+        let mut unique = ids.to_vec();
+        unique.sort_unstable_by_key(|id| id.0);
+        unique.dedup();
+        if unique.len() != ids.len() {
+            return Err(Error::InvalidArgument(
+                "the same permit id appears twice in one release".into(),
+            ));
+        }
+        if !scheduled {
+            self.shared.ensure_open()?;
+        }
+        let released = match self.release_many(ids).await {
+            Ok(released) => released,
+            Err(e) if e.is_transient() => {
+                // Not run, or not known to have run: the ids still name the permits, and a
+                // release of them is idempotent (a second one finds them gone). Without a
+                // lease they would otherwise be held for good.
+                release_later(self.clone(), ids.to_vec());
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        if released == ids.len() as i64 {
+            Ok(())
+        } else {
+            Err(Error::PermitNotHeld {
+                name: self.name.to_string(),
+                ids: ids.iter().map(ToString::to_string).collect(),
+            })
+        }
+    }
+
     fn subject(&self) -> Subject<'_> {
         Subject {
             kind: "permit_semaphore",
@@ -582,7 +588,13 @@ impl Inner {
         }
         match self.send_release(&invocation, ids).await? {
             Released::Reply(reply) => int_reply("permit_semaphore/release.lua", reply),
-            Released::Ran => Ok(ids.len() as i64),
+            Released::Ran => {
+                // Each id once, as the script's ZREM counts them.
+                let mut distinct = ids.to_vec();
+                distinct.sort_unstable_by_key(|id| id.0);
+                distinct.dedup();
+                Ok(distinct.len() as i64)
+            }
         }
     }
 
@@ -653,16 +665,17 @@ enum Released {
 }
 
 /// One acquisition of expirable permits, as the wait engine drives it.
-struct ExpirableAcquire {
+pub(super) struct ExpirableAcquire {
     inner: Arc<Inner>,
     permits: u32,
     lease_ms: Option<i64>,
 }
 
-/// An attempt whose reply never came: its ids and where it went.
-struct PendingIds {
+/// An attempt whose reply never came: its ids, where it went and when.
+pub(super) struct PendingIds {
     ids: Vec<PermitId>,
     delivery: Delivery,
+    sent: Instant,
 }
 
 impl ExpirableAcquire {
@@ -690,7 +703,8 @@ impl ExpirableAcquire {
 }
 
 impl Acquire for ExpirableAcquire {
-    type Grant = Vec<PermitId>;
+    /// The ids, and when the request that granted them was sent (where their lease starts).
+    type Grant = (Vec<PermitId>, Instant);
     type Pending = PendingIds;
 
     fn subject(&self) -> Subject<'_> {
@@ -708,7 +722,7 @@ impl Acquire for ExpirableAcquire {
         &self,
         _wait: Option<Duration>,
         limit: Duration,
-    ) -> BoxFuture<'_, Step<Vec<PermitId>, PendingIds>> {
+    ) -> BoxFuture<'_, Step<(Vec<PermitId>, Instant), PendingIds>> {
         Box::pin(async move {
             let inner = &self.inner;
             // Fresh ids per attempt, as Redisson makes per tryAcquire.
@@ -719,17 +733,18 @@ impl Acquire for ExpirableAcquire {
             };
             let invocation = self.invocation(&ids, verb);
             let delivery = Delivery::default();
+            let sent = Instant::now();
             let call = Call::write("acquire", &inner.name, &invocation)
                 .limit(limit)
                 .tracked(&delivery)
                 .synced();
             match inner.shared.conn.call_synced(call).await {
                 Ok((Value::Nil, _)) => Step::Busy(None),
-                Ok((ref reply, synced)) => match crate::lock::status(reply) {
+                Ok((ref reply, synced)) => match crate::reply::status(reply) {
                     Some(b"OK") => match synced {
                         Synced::Unacked { replicas, after } => {
                             // As a lock: what no replica acknowledged is given back.
-                            self.undo(ids).await;
+                            self.undo((ids, sent)).await;
                             Step::Failed(Error::ReplicasNotSynced {
                                 operation: "acquire",
                                 name: inner.name.to_string(),
@@ -737,7 +752,7 @@ impl Acquire for ExpirableAcquire {
                                 after,
                             })
                         }
-                        _ => Step::Granted(ids),
+                        _ => Step::Granted((ids, sent)),
                     },
                     Some(hint) if hint.first() == Some(&b':') => {
                         // ':<score>': the nearest lease end, in epoch ms.
@@ -754,9 +769,14 @@ impl Acquire for ExpirableAcquire {
                     }
                     _ => Step::Failed(unexpected("permit_semaphore/acquire.lua", reply)),
                 },
-                Err(e) if e.outcome_unknown() && delivery.was_sent() => {
-                    Step::Unknown(PendingIds { ids, delivery }, e)
-                }
+                Err(e) if e.outcome_unknown() && delivery.was_sent() => Step::Unknown(
+                    PendingIds {
+                        ids,
+                        delivery,
+                        sent,
+                    },
+                    e,
+                ),
                 Err(e) => Step::Failed(e),
             }
         })
@@ -764,7 +784,10 @@ impl Acquire for ExpirableAcquire {
 
     /// Cuts the attempt off, then looks for its first id: the script adds all of them at
     /// once, so one present means the attempt ran (and its permits are still held).
-    fn resolve(&self, pending: PendingIds) -> BoxFuture<'_, Result<Option<Vec<PermitId>>>> {
+    fn resolve(
+        &self,
+        pending: PendingIds,
+    ) -> BoxFuture<'_, Result<Option<(Vec<PermitId>, Instant)>>> {
         Box::pin(async move {
             let inner = &self.inner;
             let Some(first) = pending.ids.first() else {
@@ -781,11 +804,11 @@ impl Acquire for ExpirableAcquire {
                 patience,
             )
             .await?;
-            Ok((reply != Value::Nil).then_some(pending.ids))
+            Ok((reply != Value::Nil).then_some((pending.ids, pending.sent)))
         })
     }
 
-    fn undo(&self, ids: Vec<PermitId>) -> BoxFuture<'_, ()> {
+    fn undo(&self, (ids, _): (Vec<PermitId>, Instant)) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             if let Err(e) = self.inner.release_many(&ids).await {
                 tracing::warn!(semaphore = %self.inner.name, error = %e, "giving back permits nobody received failed; they come back when their lease ends");

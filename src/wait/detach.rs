@@ -14,40 +14,49 @@ use std::task::{Context, Poll};
 
 use tracing::Instrument;
 
+use crate::future::BoxFuture;
 use crate::shared::Shared;
 
-/// A boxed, sendable future.
-pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-type Finish<T> = Box<dyn FnOnce(T) -> BoxFuture<'static, ()> + Send + 'static>;
-
 /// A future that, dropped before it completes, completes in a task of the client and passes
-/// its output to `finish`.
-pub(crate) struct Detachable<T: Send + 'static> {
+/// its output to `finish` (generic, so that making one allocates only the call's box).
+pub(crate) struct Detachable<T, G, GF>
+where
+    T: Send + 'static,
+    G: FnOnce(T) -> GF + Send + 'static,
+    GF: Future<Output = ()> + Send + 'static,
+{
     call: Option<BoxFuture<'static, T>>,
-    finish: Option<Finish<T>>,
+    finish: Option<G>,
     shared: Arc<Shared>,
     /// The span the background task runs in.
     span: tracing::Span,
 }
 
-impl<T: Send + 'static> Detachable<T> {
-    pub(crate) fn new<F, G, GF>(shared: &Arc<Shared>, call: F, finish: G) -> Self
+impl<T, G, GF> Detachable<T, G, GF>
+where
+    T: Send + 'static,
+    G: FnOnce(T) -> GF + Send + 'static,
+    GF: Future<Output = ()> + Send + 'static,
+{
+    pub(crate) fn new<F>(shared: &Arc<Shared>, call: F, finish: G) -> Self
     where
         F: Future<Output = T> + Send + 'static,
-        G: FnOnce(T) -> GF + Send + 'static,
-        GF: Future<Output = ()> + Send + 'static,
     {
         Self {
             call: Some(Box::pin(call)),
-            finish: Some(Box::new(move |output| Box::pin(finish(output)))),
+            finish: Some(finish),
             shared: shared.clone(),
             span: tracing::Span::current(),
         }
     }
 }
 
-impl<T: Send + 'static> Future for Detachable<T> {
+impl<T, G, GF> Future for Detachable<T, G, GF>
+where
+    T: Send + 'static,
+    G: FnOnce(T) -> GF + Send + 'static + Unpin,
+    GF: Future<Output = ()> + Send + 'static,
+{
     type Output = T;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
@@ -62,7 +71,12 @@ impl<T: Send + 'static> Future for Detachable<T> {
     }
 }
 
-impl<T: Send + 'static> Drop for Detachable<T> {
+impl<T, G, GF> Drop for Detachable<T, G, GF>
+where
+    T: Send + 'static,
+    G: FnOnce(T) -> GF + Send + 'static,
+    GF: Future<Output = ()> + Send + 'static,
+{
     fn drop(&mut self) {
         if let (Some(call), Some(finish)) = (self.call.take(), self.finish.take()) {
             let span = std::mem::replace(&mut self.span, tracing::Span::none());
@@ -75,7 +89,12 @@ impl<T: Send + 'static> Drop for Detachable<T> {
     }
 }
 
-impl<T: Send + 'static> std::fmt::Debug for Detachable<T> {
+impl<T, G, GF> std::fmt::Debug for Detachable<T, G, GF>
+where
+    T: Send + 'static,
+    G: FnOnce(T) -> GF + Send + 'static,
+    GF: Future<Output = ()> + Send + 'static,
+{
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Detachable")
             .field("pending", &self.call.is_some())

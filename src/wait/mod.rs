@@ -15,16 +15,23 @@
 //!   unknown (no reply) is resolved ([`Acquire::resolve`]) before the next one, or in that task;
 //! - **a waiter that leaves cleans up**: when its wait runs out, its future is dropped, an error
 //!   ends it or the client shuts down, the primitive's [`Acquire::give_up`] runs;
-//! - **transient errors do not end a wait**: `BUSY`, `LOADING`, a dropped connection and the
-//!   like are retried with back-off within the wait;
+//! - **transient errors do not end a wait**: `BUSY`, `LOADING`, a refused or dropped
+//!   connection and the like are retried with back-off within the wait, from its first attempt
+//!   on ([`Outage`]); a bounded wait in which Redis never answered ends with the last
+//!   connection error, not with "not acquired";
+//! - **a grant that came too late is not spun on**: one whose validity was spent when its reply
+//!   arrived is given back by the primitive ([`Step::Late`]) and tried again, but the
+//!   [`LATE_GRANTS`]th in a row ends the wait with [`Error::LateGrants`];
 //! - **bounded**: a wait with a deadline returns within it plus [`ATTEMPT_GRACE`].
 
 mod backoff;
 mod detach;
 mod settle;
 
+use std::convert::Infallible;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -32,13 +39,14 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use tracing::Instrument;
 
 use crate::error::{Error, Result};
+use crate::future::BoxFuture;
 use crate::observe::{self, Acquisition, Subject, Tag};
 use crate::pubsub::WakePolicy;
 use crate::shared::Shared;
 
 pub(crate) use backoff::{BACKGROUND_RETRIES, Backoff};
-pub(crate) use detach::{BoxFuture, Detachable};
-pub(crate) use settle::{cut_off, release_in_time, settle};
+pub(crate) use detach::Detachable;
+pub(crate) use settle::{cut_off, release_in_time, settle, settle_with};
 
 /// How long an attempt still in flight at the end of a wait may take to answer before the
 /// call gives up on it (its grant, if any, is then undone).
@@ -50,6 +58,17 @@ const PARKED_BACKSTOP: u32 = 30;
 
 /// The shortest sleep between two attempts of a waiter.
 const MIN_SLEEP: Duration = Duration::from_millis(1);
+
+/// How many grants in a row may arrive after their lease before a waiting acquire fails with
+/// [`Error::LateGrants`]. One late grant can be a fluke (a reply held up by a stall, a paused
+/// process, a starved runtime), and a second can be the same stall spanning two attempts; a
+/// third in a row means the replies are slower than the lease, which no retry mends: each
+/// attempt would write the lock only for it to expire, or be given back, before its reply
+/// arrives. Three is also the bound on grants no replica acknowledged (`UNSYNCED_RETRIES`,
+/// Redisson's `retryAttempts`). The wait then ends after three rounds of an acquire and the
+/// release of its grant (with every reply 250 ms late: 1.8 s for a `Lock`, 2.8 s for a
+/// `FairLock`, in `tests/late_grants.rs`): seconds, not never.
+pub(crate) const LATE_GRANTS: u32 = 3;
 
 /// What one attempt did.
 #[derive(Debug)]
@@ -64,6 +83,21 @@ pub(crate) enum Step<G, P> {
     Unknown(P, Error),
     /// Failed without taking effect.
     Failed(Error),
+    /// Refused before anything was sent (the client knows the answer): nothing to clean up.
+    Refused(Error),
+    /// Granted, but the grant's validity was spent (or about to be) when its reply arrived: the
+    /// primitive has given it back already. The engine tries again at once, up to
+    /// [`LATE_GRANTS`] in a row.
+    Late(LateGrant),
+}
+
+/// A grant that arrived too late to be used: how long its reply took and the lease it had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LateGrant {
+    /// From sending the request to its reply.
+    pub(crate) latency: Duration,
+    /// The lease the grant had.
+    pub(crate) lease: Duration,
 }
 
 /// One primitive's acquisition, as the engine drives it.
@@ -106,6 +140,18 @@ pub(crate) trait Acquire: Send + Sync + 'static {
     fn give_up(&self, _wait: Option<Duration>) -> Option<BoxFuture<'_, Result<()>>> {
         None
     }
+
+    /// `true` when a waiting acquisition (not a single attempt) lets this client's waiters
+    /// already parked on the primitive's channel go first: finding any, it joins them without
+    /// an attempt, and attempts when a message (or the re-checker role, or the backstop) wakes
+    /// it, as though its first attempt had found the primitive busy. The waiter an unlock
+    /// message woke then does not lose the lock to its releaser's next acquire (barging), which
+    /// would cost it a failed attempt and another sleep (benchmark S7); within one client the
+    /// waiters are served in the order they parked, as tokio's `Mutex` serves its waiters.
+    /// Only with a pub/sub strategy; by default no primitive yields.
+    fn yields_to_parked(&self) -> bool {
+        false
+    }
 }
 
 /// How a waiter waits between attempts.
@@ -119,78 +165,168 @@ pub(crate) enum Strategy {
     Backoff(Backoff),
 }
 
-/// Acquires through `acq`: `wait` = `None` waits for ever, `Some(ZERO)` makes one attempt
-/// (retried once if it was resolved as not applied), `Some(d)` waits at most `d` (a `d` too
-/// long for the clock counts as no deadline).
+/// Acquires through `acq`, waiting as long as it takes: only a grant or an error ends it.
 ///
 /// It runs in an `acquire` span and records the acquisition's metrics ([`observe`]).
-pub(crate) async fn acquire<A: Acquire>(
+pub(crate) async fn acquire<A: Acquire>(shared: &Arc<Shared>, acq: Arc<A>) -> Result<A::Grant> {
+    let ended = observed(shared, acq, None, None::<Bound<Infallible>>).await?;
+    match ended {
+        Ended::Granted(grant) => Ok(grant),
+        Ended::TimedOut(never) => match never {},
+    }
+}
+
+/// Acquires through `acq`, waiting at most `wait`: `None` when it was not granted in time.
+/// `ZERO` makes one attempt (retried once if it was resolved as not applied); a `wait` too long
+/// for the clock counts as no deadline.
+///
+/// It runs in an `acquire` span and records the acquisition's metrics ([`observe`]).
+pub(crate) async fn try_acquire<A: Acquire>(
+    shared: &Arc<Shared>,
+    acq: Arc<A>,
+    wait: Duration,
+) -> Result<Option<A::Grant>> {
+    let bound = Instant::now().checked_add(wait).map(|at| Bound {
+        at,
+        single: wait.is_zero(),
+        marker: (),
+    });
+    let ended = observed(shared, acq, Some(wait), bound).await?;
+    Ok(match ended {
+        Ended::Granted(grant) => Some(grant),
+        Ended::TimedOut(()) => None,
+    })
+}
+
+/// The deadline of a bounded wait, with the value its "not acquired in time" carries: `()`
+/// for [`try_acquire`], and none for [`acquire`], whose waiter has no `Bound` (its marker type
+/// is `Infallible`), so that it cannot end without a grant.
+#[derive(Clone, Copy, Debug)]
+struct Bound<T> {
+    at: Instant,
+    /// One attempt only (a zero wait).
+    single: bool,
+    marker: T,
+}
+
+/// How an acquisition ended, errors aside.
+enum Ended<G, T> {
+    Granted(G),
+    /// The wait ran out; only a waiter with a [`Bound`] can end so.
+    TimedOut(T),
+}
+
+/// [`acquire_in_span`] in its span, with its metrics.
+async fn observed<A: Acquire, T: Marker>(
     shared: &Arc<Shared>,
     acq: Arc<A>,
     wait: Option<Duration>,
-) -> Result<Option<A::Grant>> {
+    bound: Option<Bound<T>>,
+) -> Result<Ended<A::Grant, T>> {
     let subject = acq.subject();
     let span = subject.acquire_span(wait);
     let tag = Tag::new(subject.kind, subject.name, shared.config.metrics_name_label);
     let acquisition = Acquisition::start(tag.clone());
-    let result = acquire_in_span(shared, acq, wait, tag)
+    let result = acquire_in_span(shared, acq, wait, bound, tag)
         .instrument(span.clone())
         .await;
-    observe::acquisition_ended(acquisition, &span, &result);
+    let outcome = match &result {
+        Ok(Ended::Granted(_)) => Ok(true),
+        Ok(Ended::TimedOut(_)) => Ok(false),
+        Err(e) => Err(e),
+    };
+    observe::acquisition_ended(acquisition, &span, outcome);
     result
 }
 
-async fn acquire_in_span<A: Acquire>(
+/// What a bounded wait's "not acquired" carries: `()`, or `Infallible` for a wait without one.
+trait Marker: Copy + Send + Sync + 'static {}
+
+impl<T: Copy + Send + Sync + 'static> Marker for T {}
+
+async fn acquire_in_span<A: Acquire, T: Marker>(
     shared: &Arc<Shared>,
     acq: Arc<A>,
     wait: Option<Duration>,
+    bound: Option<Bound<T>>,
     tag: Tag,
-) -> Result<Option<A::Grant>> {
+) -> Result<Ended<A::Grant, T>> {
     shared.ensure_open()?;
-    let single = wait == Some(Duration::ZERO);
     let waiter = Waiter {
-        deadline: wait.and_then(|w| Instant::now().checked_add(w)),
+        bound,
         shared: shared.clone(),
         acq,
         wait,
-        single,
         tag,
+        late: AtomicU32::new(0),
     };
+    let single = waiter.single();
     // From the first waiting attempt on, the waiter may leave a trace (a queue entry) that
     // must be cleaned up if it leaves without a grant.
     let give_up = (!single).then(|| GiveUp::new(&waiter));
 
-    let mut retried = false;
-    loop {
-        match waiter.attempt(false).await {
-            Attempted::Granted(g) => return GiveUp::disarm(give_up, Some(g)),
-            Attempted::Busy(_) => break,
-            Attempted::Unresolved if single && !retried => retried = true,
-            Attempted::Unresolved => break,
-            Attempted::GaveUp => return GiveUp::finish(give_up, &waiter).await,
-            // BUSY proves the script did not run; a waiting call retries it within its wait.
-            Attempted::Failed(e) if !single && e.server_busy() => break,
-            // A grant no replica acknowledged was given back: tried again within the wait.
-            Attempted::Failed(Error::ReplicasNotSynced { .. }) if !single => break,
-            // Refused by the client before anything was sent: nothing to clean up.
-            Attempted::Failed(e @ Error::NotReentrant { .. }) => {
-                GiveUp::disarm(give_up, None)?;
-                return Err(e);
+    // A waiting acquisition that yields to the client's parked waiters joins them at once.
+    let yielded = if single { None } else { waiter.yielded() };
+    let (strategy, outage, yielding) = match yielded {
+        Some(strategy) => (strategy, Outage::default(), true),
+        None => {
+            let mut retried = false;
+            let mut outage = Outage::default();
+            loop {
+                match waiter.attempt(false).await {
+                    Attempted::Granted(g) => {
+                        GiveUp::disarm(give_up);
+                        return Ok(Ended::Granted(g));
+                    }
+                    Attempted::Busy(_) => {
+                        outage.answered();
+                        break;
+                    }
+                    Attempted::Unresolved if single && !retried => retried = true,
+                    Attempted::Unresolved => {
+                        outage.answered();
+                        break;
+                    }
+                    Attempted::GaveUp(t) => return Ok(GiveUp::finish(give_up, &waiter, t).await),
+                    // BUSY proves the script did not run; a grant no replica acknowledged was
+                    // given back; a refused or dropped connection (Redis down or restarting):
+                    // a waiting call retries them within its wait.
+                    Attempted::Failed(e) if !single && retry_while_waiting(&e) => {
+                        outage.failed(e, Duration::ZERO);
+                        break;
+                    }
+                    Attempted::Failed(e) => return GiveUp::fail(give_up, e),
+                    // Refused before anything was sent: nothing to clean up.
+                    Attempted::Refused(e) => {
+                        GiveUp::disarm(give_up);
+                        return Err(e);
+                    }
+                }
             }
-            Attempted::Failed(e) => return GiveUp::fail(give_up, e),
+            if let Some(Bound {
+                single: true,
+                marker,
+                ..
+            }) = waiter.bound
+            {
+                return Ok(Ended::TimedOut(marker));
+            }
+            (waiter.acq.strategy(), outage, false)
         }
-    }
-    if single {
-        return Ok(None);
-    }
+    };
     let _waiting = waiter.tag.waiting();
-    let result = match waiter.acq.strategy() {
-        Strategy::PubSub { channel, policy } => waiter.by_messages(&channel, policy).await,
-        Strategy::Backoff(backoff) => waiter.by_backoff(backoff).await,
+    let result = match strategy {
+        Strategy::PubSub { channel, policy } => {
+            waiter.by_messages(&channel, policy, outage, yielding).await
+        }
+        Strategy::Backoff(backoff) => waiter.by_backoff(backoff, outage).await,
     };
     match result {
-        Ok(Some(g)) => GiveUp::disarm(give_up, Some(g)),
-        Ok(None) => GiveUp::finish(give_up, &waiter).await,
+        Ok(Ended::Granted(g)) => {
+            GiveUp::disarm(give_up);
+            Ok(Ended::Granted(g))
+        }
+        Ok(Ended::TimedOut(t)) => Ok(GiveUp::finish(give_up, &waiter, t).await),
         Err(e) => GiveUp::fail(give_up, e),
     }
 }
@@ -203,8 +339,65 @@ async fn acquire_in_span<A: Acquire>(
 fn retry_while_waiting(e: &Error) -> bool {
     e.server_busy()
         || e.connection_dropped()
-        || matches!(e, Error::Redis(r) if r.is_connection_refusal())
+        || e.connection_refused()
+        || matches!(e, Error::Connection { .. })
         || matches!(e, Error::ReplicasNotSynced { .. })
+}
+
+/// How often a waiter that keeps finding Redis unreachable logs a warning (the retries in
+/// between are debug events).
+pub(crate) const OUTAGE_WARN_EVERY: Duration = Duration::from_secs(5);
+
+/// The connection errors of one wait: each is retried with back-off until the wait ends (an
+/// untimed wait: until Redis is back), with a warning at most every [`OUTAGE_WARN_EVERY`]. A
+/// bounded wait in which Redis never answered ends with the last of them
+/// ([`Error::Connection`]), which says what failed, rather than "not acquired", which would
+/// say someone else holds it; once Redis answered (busy) the wait ends as usual.
+#[derive(Default)]
+struct Outage {
+    /// Redis answered an attempt of this wait.
+    answered: bool,
+    /// The last connection error, while Redis has not answered.
+    last: Option<Error>,
+    warned: Option<Instant>,
+}
+
+impl Outage {
+    /// Redis answered an attempt (busy, or resolved as not applied).
+    fn answered(&mut self) {
+        self.answered = true;
+        self.last = None;
+    }
+
+    /// An attempt failed with an error [`retry_while_waiting`] retries, `pause` before the next.
+    fn failed(&mut self, e: Error, pause: Duration) {
+        if e.server_busy() || matches!(e, Error::ReplicasNotSynced { .. }) {
+            // Redis answered: it is there, only busy.
+            tracing::debug!(error = %e, ?pause, "transient error while waiting; retrying");
+            self.answered();
+            return;
+        }
+        let now = Instant::now();
+        if self
+            .warned
+            .is_none_or(|at| now.duration_since(at) >= OUTAGE_WARN_EVERY)
+        {
+            self.warned = Some(now);
+            tracing::warn!(error = %e, ?pause, "Redis unreachable while waiting; retrying until the wait ends");
+        } else {
+            tracing::debug!(error = %e, ?pause, "Redis unreachable while waiting; retrying");
+        }
+        self.last = Some(e);
+    }
+
+    /// The wait ran out: "not acquired" with `marker`, or the connection error when Redis
+    /// never answered.
+    fn ended<G, T>(self, marker: T) -> Result<Ended<G, T>> {
+        match self.last {
+            Some(e) if !self.answered => Err(e),
+            _ => Ok(Ended::TimedOut(marker)),
+        }
+    }
 }
 
 /// How many grants in a row no replica acknowledged: a waiter tries again after the first
@@ -226,31 +419,62 @@ impl Unsynced {
 }
 
 /// What one attempt came to, resolution included.
-enum Attempted<G> {
+enum Attempted<G, T> {
     Granted(G),
     Busy(Option<Duration>),
     /// Its outcome was unknown, and it turned out not to have taken effect.
     Unresolved,
     /// The deadline passed while the attempt was in flight; it was abandoned.
-    GaveUp,
+    GaveUp(T),
     Failed(Error),
+    Refused(Error),
 }
 
 /// One waiter: the caller of one acquisition.
-struct Waiter<A: Acquire> {
+struct Waiter<A: Acquire, T> {
     shared: Arc<Shared>,
     acq: Arc<A>,
+    /// The caller's whole wait, as the primitive sees it (`None`: no deadline).
     wait: Option<Duration>,
-    deadline: Option<Instant>,
-    single: bool,
+    /// Its deadline (`None`: none, or one too far for the clock).
+    bound: Option<Bound<T>>,
     /// The acquisition's metric labels.
     tag: Tag,
+    /// How many grants in a row arrived after their lease (see [`LATE_GRANTS`]).
+    late: AtomicU32,
 }
 
-impl<A: Acquire> Waiter<A> {
+impl<A: Acquire, T: Marker> Waiter<A, T> {
+    /// The deadline, and what "not acquired by then" carries.
+    fn deadline(&self) -> Option<(Instant, T)> {
+        self.bound.map(|b| (b.at, b.marker))
+    }
+
+    /// One attempt only.
+    fn single(&self) -> bool {
+        self.bound.is_some_and(|b| b.single)
+    }
+
+    /// The strategy to wait by at once, without a first attempt, when the primitive yields to
+    /// the client's waiters already parked on its channel and there are some (see
+    /// [`Acquire::yields_to_parked`]); `None`: attempt first.
+    fn yielded(&self) -> Option<Strategy> {
+        let pubsub = &self.shared.pubsub;
+        if !pubsub.any_waiters() || !self.acq.yields_to_parked() {
+            return None;
+        }
+        match self.acq.strategy() {
+            Strategy::PubSub { channel, policy } if pubsub.has_waiters(&channel) => {
+                tracing::trace!(channel, "waiters of this client are parked; joining them");
+                Some(Strategy::PubSub { channel, policy })
+            }
+            _ => None,
+        }
+    }
+
     fn remaining(&self) -> Option<Duration> {
-        self.deadline
-            .map(|d| d.saturating_duration_since(Instant::now()))
+        self.bound
+            .map(|b| b.at.saturating_duration_since(Instant::now()))
     }
 
     fn command_timeout(&self) -> Duration {
@@ -272,7 +496,7 @@ impl<A: Acquire> Waiter<A> {
     /// is dropped or gives up before the reply, the attempt finishes in a task of the client,
     /// which undoes a grant (resolving an unknown outcome first) and runs the give-up cleanup
     /// if the waiter may have left a trace.
-    async fn attempt(&self, contended: bool) -> Attempted<A::Grant> {
+    async fn attempt(&self, contended: bool) -> Attempted<A::Grant, T> {
         if let Err(e) = self.shared.ensure_open() {
             return Attempted::Failed(e);
         }
@@ -283,16 +507,18 @@ impl<A: Acquire> Waiter<A> {
         let detached = Detachable::new(&self.shared, call, finish);
         // Without a deadline the attempt's own calls bound it (each by the command timeout);
         // with one, the caller waits up to the deadline plus the grace.
-        let patience = (self.deadline.is_some() && !self.single).then(|| self.patience(contended));
+        let patience = (self.bound.is_some() && !self.single()).then(|| self.patience(contended));
         let step = match patience {
             None => Ok(detached.await),
             Some(patience) => tokio::time::timeout(patience, detached).await,
         };
         let step = match step {
             Ok(step) => step,
-            // Past the deadline of a wait that saw the primitive busy: "not acquired".
-            Err(_) if contended && self.deadline.is_some() => return Attempted::GaveUp,
             Err(_) => {
+                // Past the deadline of a wait that saw the primitive busy: "not acquired".
+                if let (true, Some((_, t))) = (contended, self.deadline()) {
+                    return Attempted::GaveUp(t);
+                }
                 return Attempted::Failed(Error::Timeout {
                     operation: "acquire",
                     after: patience.unwrap_or_default(),
@@ -303,6 +529,8 @@ impl<A: Acquire> Waiter<A> {
             Step::Granted(g) => Attempted::Granted(g),
             Step::Busy(hint) => Attempted::Busy(hint),
             Step::Failed(e) => Attempted::Failed(e),
+            Step::Refused(e) => Attempted::Refused(e),
+            Step::Late(late) => self.late(late),
             // Redis did not answer within the command timeout: resolving now would stall as
             // long again. The first attempt reports the timeout at once and resolves in the
             // background (undoing a grant it finds).
@@ -326,6 +554,30 @@ impl<A: Acquire> Waiter<A> {
         }
     }
 
+    /// Counts a grant that arrived after its lease (given back already): busy, to be tried
+    /// again at once, until the [`LATE_GRANTS`]th in a row, which fails the acquire. Only a
+    /// grant whose reply came is counted: one found by resolving a lost reply has no measured
+    /// latency, and is tried again as not applied.
+    fn late(&self, late: LateGrant) -> Attempted<A::Grant, T> {
+        let grants = self.late.fetch_add(1, Ordering::Relaxed) + 1;
+        let LateGrant { latency, lease } = late;
+        let subject = self.acq.subject();
+        if grants >= LATE_GRANTS {
+            return Attempted::Failed(Error::LateGrants {
+                name: subject.name.to_string(),
+                grants,
+                latency,
+                lease,
+            });
+        }
+        if grants == 1 {
+            tracing::warn!(lock = %subject.name, ?latency, ?lease, "a grant arrived after its lease (the reply was slower than the lease); it was given back, trying again");
+        } else {
+            tracing::debug!(lock = %subject.name, ?latency, ?lease, grants, "another grant arrived after its lease; trying again");
+        }
+        Attempted::Busy(Some(Duration::ZERO))
+    }
+
     /// Resolves an attempt of unknown outcome, within the caller's patience; past it the
     /// resolution goes on in a task of the client (which undoes a grant it finds) and the
     /// attempt's error is returned.
@@ -334,7 +586,7 @@ impl<A: Acquire> Waiter<A> {
         pending: A::Pending,
         error: Error,
         contended: bool,
-    ) -> Attempted<A::Grant> {
+    ) -> Attempted<A::Grant, T> {
         tracing::debug!(error = %error, "acquire outcome unknown; resolving");
         let acq = self.acq.clone();
         let call = async move { acq.resolve(pending).await };
@@ -360,15 +612,17 @@ impl<A: Acquire> Waiter<A> {
                 tracing::debug!(error = %e, "resolving an acquire failed");
                 Attempted::Failed(error)
             }
-            Err(_) if contended && self.deadline.is_some() => Attempted::GaveUp,
-            Err(_) => Attempted::Failed(error),
+            Err(_) => match (contended, self.deadline()) {
+                (true, Some((_, t))) => Attempted::GaveUp(t),
+                _ => Attempted::Failed(error),
+            },
         }
     }
 
     /// The wait a detached attempt's give-up cleanup runs with, when the waiter may have left
     /// a trace (the attempt may have queued it after any earlier cleanup); `None`: no cleanup.
     fn cleanup_after(&self) -> Option<Option<Duration>> {
-        (!self.single && self.acq.leaves_trace()).then_some(self.wait)
+        (!self.single() && self.acq.leaves_trace()).then_some(self.wait)
     }
 
     /// What a detached attempt does with its step.
@@ -392,7 +646,7 @@ impl<A: Acquire> Waiter<A> {
                             tracing::warn!(error = %e, "an abandoned acquire could not be resolved; a grant it made expires with its lease");
                         }
                     },
-                    Step::Busy(_) | Step::Failed(_) => {}
+                    Step::Busy(_) | Step::Failed(_) | Step::Refused(_) | Step::Late(_) => {}
                 }
                 if let Some(wait) = cleanup {
                     run_give_up(&shared, &*acq, wait).await;
@@ -402,8 +656,15 @@ impl<A: Acquire> Waiter<A> {
     }
 
     /// Waits by messages on `channel` (docs/LAYOUT.md §1.10): subscribe, then attempt again
-    /// and sleep until a message or the hint, in a loop.
-    async fn by_messages(&self, channel: &str, policy: WakePolicy) -> Result<Option<A::Grant>> {
+    /// and sleep until a message or the hint, in a loop. A waiter that `yields` sleeps before
+    /// its first attempt, as though one had found the primitive busy without a hint.
+    async fn by_messages(
+        &self,
+        channel: &str,
+        policy: WakePolicy,
+        mut outage: Outage,
+        yields: bool,
+    ) -> Result<Ended<A::Grant, T>> {
         let config = &self.shared.config;
         let mut unsynced = Unsynced::default();
         let subscription = self.shared.pubsub.subscribe(channel, policy);
@@ -419,6 +680,7 @@ impl<A: Acquire> Waiter<A> {
             Err(_) => tracing::debug!(channel, "subscribe not confirmed in time; polling"),
         }
         let mut transient = Backoff::transient();
+        let mut yields = yields;
         loop {
             let mut notified = pin!(subscription.notified());
             // Registered before the attempt: a message published after the attempt's reply is
@@ -426,11 +688,17 @@ impl<A: Acquire> Waiter<A> {
             notified.as_mut().enable();
             let attempted_at = Instant::now();
             let mut busy = false;
-            let mut wake_at = match self.attempt(true).await {
-                Attempted::Granted(g) => return Ok(Some(g)),
-                Attempted::GaveUp => return Ok(None),
+            let attempted = if std::mem::take(&mut yields) {
+                Attempted::Busy(None)
+            } else {
+                self.attempt(true).await
+            };
+            let mut wake_at = match attempted {
+                Attempted::Granted(g) => return Ok(Ended::Granted(g)),
+                Attempted::GaveUp(t) => return outage.ended(t),
                 Attempted::Busy(hint) => {
                     busy = true;
+                    outage.answered();
                     transient.reset();
                     // Until a message wakes it: the hint (the lock's TTL, a permit's lease
                     // end), like a Redisson waiter; the channel's re-checker re-checks every
@@ -447,20 +715,23 @@ impl<A: Acquire> Waiter<A> {
                     }
                 }
                 // Not applied after all: try again at once.
-                Attempted::Unresolved => Instant::now(),
+                Attempted::Unresolved => {
+                    outage.answered();
+                    Instant::now()
+                }
                 Attempted::Failed(e @ Error::ReplicasNotSynced { .. }) if unsynced.give_up() => {
                     return Err(e);
                 }
                 Attempted::Failed(e) if retry_while_waiting(&e) => {
                     let pause = transient.next_delay();
-                    tracing::debug!(channel, error = %e, ?pause, "transient error while waiting; retrying");
+                    outage.failed(e, pause);
                     Instant::now() + pause
                 }
-                Attempted::Failed(e) => return Err(e),
+                Attempted::Failed(e) | Attempted::Refused(e) => return Err(e),
             };
-            if let Some(deadline) = self.deadline {
+            if let Some((deadline, t)) = self.deadline() {
                 if Instant::now() >= deadline {
-                    return Ok(None);
+                    return outage.ended(t);
                 }
                 wake_at = wake_at.min(deadline);
             }
@@ -490,23 +761,34 @@ impl<A: Acquire> Waiter<A> {
     }
 
     /// Waits by polling: attempt, then sleep by the back-off, in a loop.
-    async fn by_backoff(&self, mut backoff: Backoff) -> Result<Option<A::Grant>> {
+    async fn by_backoff(
+        &self,
+        mut backoff: Backoff,
+        mut outage: Outage,
+    ) -> Result<Ended<A::Grant, T>> {
         let mut unsynced = Unsynced::default();
         loop {
             let pause = match self.attempt(true).await {
-                Attempted::Granted(g) => return Ok(Some(g)),
-                Attempted::GaveUp => return Ok(None),
-                Attempted::Busy(_) | Attempted::Unresolved => backoff.next_delay(),
+                Attempted::Granted(g) => return Ok(Ended::Granted(g)),
+                Attempted::GaveUp(t) => return outage.ended(t),
+                Attempted::Busy(_) | Attempted::Unresolved => {
+                    outage.answered();
+                    backoff.next_delay()
+                }
                 Attempted::Failed(e @ Error::ReplicasNotSynced { .. }) if unsynced.give_up() => {
                     return Err(e);
                 }
-                Attempted::Failed(e) if retry_while_waiting(&e) => backoff.next_delay(),
-                Attempted::Failed(e) => return Err(e),
+                Attempted::Failed(e) if retry_while_waiting(&e) => {
+                    let pause = backoff.next_delay();
+                    outage.failed(e, pause);
+                    pause
+                }
+                Attempted::Failed(e) | Attempted::Refused(e) => return Err(e),
             };
             let mut wake_at = Instant::now() + pause;
-            if let Some(deadline) = self.deadline {
+            if let Some((deadline, t)) = self.deadline() {
                 if Instant::now() >= deadline {
-                    return Ok(None);
+                    return outage.ended(t);
                 }
                 wake_at = wake_at.min(deadline);
             }
@@ -570,7 +852,7 @@ struct GiveUp<A: Acquire> {
 type Armed<A> = (Arc<Shared>, Arc<A>, Option<Duration>, TaskTrackerToken);
 
 impl<A: Acquire> GiveUp<A> {
-    fn new(waiter: &Waiter<A>) -> Self {
+    fn new<T: Marker>(waiter: &Waiter<A, T>) -> Self {
         let armed = waiter.acq.leaves_trace().then(|| {
             (
                 waiter.shared.clone(),
@@ -582,31 +864,34 @@ impl<A: Acquire> GiveUp<A> {
         Self { armed }
     }
 
-    /// Granted: nothing to clean up.
-    fn disarm(this: Option<Self>, grant: Option<A::Grant>) -> Result<Option<A::Grant>> {
+    /// Granted (or refused before anything was sent): nothing to clean up.
+    fn disarm(this: Option<Self>) {
         if let Some(mut this) = this {
             this.armed = None;
         }
-        Ok(grant)
     }
 
     /// An error ends the wait: the cleanup runs in the background (on drop).
-    fn fail(this: Option<Self>, error: Error) -> Result<Option<A::Grant>> {
+    fn fail<T>(this: Option<Self>, error: Error) -> Result<Ended<A::Grant, T>> {
         drop(this);
         Err(error)
     }
 
     /// The wait ended without a grant: cleans up now, within the caller's grace (then in the
-    /// background), and reports "not acquired".
-    async fn finish(this: Option<Self>, waiter: &Waiter<A>) -> Result<Option<A::Grant>> {
+    /// background), and reports "not acquired" with `marker`.
+    async fn finish<T: Marker>(
+        this: Option<Self>,
+        waiter: &Waiter<A, T>,
+        marker: T,
+    ) -> Ended<A::Grant, T> {
         if let Some((shared, acq, wait, token)) = this.and_then(|mut this| this.armed.take()) {
             let shared_for_cleanup = shared.clone();
             let cleanup = async move {
                 run_give_up(&shared_for_cleanup, &*acq, wait).await;
                 drop(token);
             };
-            let grace = match waiter.deadline {
-                Some(deadline) => {
+            let grace = match waiter.deadline() {
+                Some((deadline, _)) => {
                     (deadline + ATTEMPT_GRACE).saturating_duration_since(Instant::now())
                 }
                 None => waiter.command_timeout(),
@@ -614,7 +899,7 @@ impl<A: Acquire> GiveUp<A> {
             let detached = Detachable::new(&shared, cleanup, |()| async {});
             let _ = tokio::time::timeout(grace, detached).await;
         }
-        Ok(None)
+        Ended::TimedOut(marker)
     }
 }
 

@@ -38,6 +38,25 @@ pub(crate) async fn settle(
     cmd: &Cmd,
     patience: Duration,
 ) -> Result<Value> {
+    settle_with(shared, delivery, key, patience, || {
+        shared.conn.call(Call::read("resolve", key, cmd))
+    })
+    .await
+}
+
+/// [`settle`], reading the evidence with `read` (a primitive's own query: a script, a
+/// comparison) instead of one command.
+pub(crate) async fn settle_with<T, F, Fut>(
+    shared: &Shared,
+    delivery: &Delivery,
+    key: &str,
+    patience: Duration,
+    mut read: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
     let started = Instant::now();
     let mut backoff = Backoff::transient();
     let mut cut = false;
@@ -47,7 +66,7 @@ pub(crate) async fn settle(
                 cut_off(shared, delivery, key).await?;
                 cut = true;
             }
-            shared.conn.call(Call::read("resolve", key, cmd)).await
+            read().await
         };
         match attempt.await {
             Err(e)

@@ -28,8 +28,20 @@ struct Fake {
 #[derive(Clone, Copy, Debug)]
 enum Scripted {
     Busy,
-    Unknown { ran: bool },
+    Unknown {
+        ran: bool,
+    },
+    /// Refused before anything was sent.
+    Refused,
+    /// Granted after its lease (and given back): [`LATE`].
+    Late,
 }
+
+/// What a [`Scripted::Late`] attempt reports.
+const LATE: LateGrant = LateGrant {
+    latency: Duration::from_millis(20),
+    lease: Duration::from_millis(15),
+};
 
 impl Acquire for Fake {
     type Grant = u64;
@@ -64,6 +76,8 @@ impl Acquire for Fake {
                     ))),
                 ),
                 Some(Scripted::Busy) => Step::Busy(Some(Duration::from_millis(1))),
+                Some(Scripted::Refused) => Step::Refused(Error::InvalidArgument("refused".into())),
+                Some(Scripted::Late) => Step::Late(LATE),
                 None if n >= self.grant_on => Step::Granted(n as u64),
                 None => Step::Busy(Some(Duration::from_millis(1))),
             }
@@ -107,8 +121,8 @@ async fn a_grant_carries_the_primitives_value_after_busy_attempts() {
         grant_on: 4,
         ..Fake::default()
     });
-    let got = acquire(&shared, fake.clone(), None).await.unwrap();
-    assert_eq!(got, Some(4));
+    let got = acquire(&shared, fake.clone()).await.unwrap();
+    assert_eq!(got, 4);
     assert_eq!(fake.attempts.load(Ordering::SeqCst), 4);
     assert!(fake.undone.lock().unwrap().is_empty());
 }
@@ -121,7 +135,7 @@ async fn a_single_attempt_never_waits() {
         trace: true,
         ..Fake::default()
     });
-    let got = acquire(&shared, fake.clone(), Some(Duration::ZERO))
+    let got = try_acquire(&shared, fake.clone(), Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(got, None);
@@ -138,7 +152,7 @@ async fn a_wait_that_runs_out_gives_up_and_cleans_up() {
         trace: true,
         ..Fake::default()
     });
-    let got = acquire(&shared, fake.clone(), Some(Duration::from_millis(30)))
+    let got = try_acquire(&shared, fake.clone(), Duration::from_millis(30))
         .await
         .unwrap();
     assert_eq!(got, None);
@@ -155,11 +169,8 @@ async fn a_grant_nobody_received_is_undone() {
         ..Fake::default()
     });
     // The caller leaves while the attempt is in flight.
-    let left = tokio::time::timeout(
-        Duration::from_millis(10),
-        acquire(&shared, fake.clone(), None),
-    )
-    .await;
+    let left =
+        tokio::time::timeout(Duration::from_millis(10), acquire(&shared, fake.clone())).await;
     assert!(left.is_err());
     shared.tasks.drain().await;
     assert_eq!(*fake.undone.lock().unwrap(), vec![1]);
@@ -174,8 +185,8 @@ async fn an_unknown_outcome_is_resolved_before_the_next_attempt() {
         script: vec![(1, Scripted::Unknown { ran: true })],
         ..Fake::default()
     });
-    let got = acquire(&shared, fake.clone(), None).await.unwrap();
-    assert_eq!(got, Some(1));
+    let got = acquire(&shared, fake.clone()).await.unwrap();
+    assert_eq!(got, 1);
     assert_eq!(fake.resolved.load(Ordering::SeqCst), 1);
     assert_eq!(fake.attempts.load(Ordering::SeqCst), 1);
 
@@ -185,7 +196,7 @@ async fn an_unknown_outcome_is_resolved_before_the_next_attempt() {
         script: vec![(1, Scripted::Unknown { ran: false })],
         ..Fake::default()
     });
-    let got = acquire(&shared, fake.clone(), Some(Duration::ZERO))
+    let got = try_acquire(&shared, fake.clone(), Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(got, Some(2));
@@ -200,7 +211,7 @@ async fn a_wait_too_long_for_the_clock_has_no_deadline() {
         script: vec![(2, Scripted::Busy)],
         ..Fake::default()
     });
-    let got = acquire(&shared, fake, Some(Duration::MAX)).await.unwrap();
+    let got = try_acquire(&shared, fake, Duration::MAX).await.unwrap();
     assert_eq!(got, Some(3));
 }
 
@@ -209,7 +220,102 @@ async fn a_shut_down_client_refuses_at_once() {
     let shared = shared();
     shared.tasks.shut_down();
     let fake = Arc::new(Fake::default());
-    let err = acquire(&shared, fake.clone(), None).await.unwrap_err();
+    let err = acquire(&shared, fake.clone()).await.unwrap_err();
     assert!(err.is_shutdown());
     assert_eq!(fake.attempts.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_refusal_ends_the_wait_without_a_cleanup() {
+    let shared = shared();
+    let fake = Arc::new(Fake {
+        grant_on: usize::MAX,
+        script: vec![(1, Scripted::Refused)],
+        trace: true,
+        ..Fake::default()
+    });
+    let err = acquire(&shared, fake.clone()).await.unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    shared.tasks.drain().await;
+    assert_eq!(fake.attempts.load(Ordering::SeqCst), 1);
+    // Nothing was sent, so nothing is cleaned up, also in the background.
+    assert_eq!(fake.gave_up.load(Ordering::SeqCst), 0);
+    // A refusal while waiting ends the wait too; the waiter may have queued by then.
+    let fake = Arc::new(Fake {
+        grant_on: usize::MAX,
+        script: vec![(3, Scripted::Refused)],
+        trace: true,
+        ..Fake::default()
+    });
+    let err = try_acquire(&shared, fake.clone(), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    shared.tasks.drain().await;
+    assert_eq!(fake.attempts.load(Ordering::SeqCst), 3);
+    assert_eq!(fake.gave_up.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn grants_after_their_lease_are_tried_again_until_the_bound_ends_the_wait() {
+    let shared = shared();
+    // Fewer than the bound in a row: tried again, the next grant is handed out.
+    let fake = Arc::new(Fake {
+        grant_on: 1,
+        script: (1..LATE_GRANTS as usize)
+            .map(|n| (n, Scripted::Late))
+            .collect(),
+        ..Fake::default()
+    });
+    let got = acquire(&shared, fake.clone()).await.unwrap();
+    assert_eq!(got, LATE_GRANTS as u64);
+
+    // The bound in a row ends a wait without a deadline, with what was measured; the waiter
+    // cleans up what it may have left.
+    for bounded in [false, true] {
+        let fake = Arc::new(Fake {
+            grant_on: usize::MAX,
+            script: (1..=LATE_GRANTS as usize + 1)
+                .map(|n| (n, Scripted::Late))
+                .collect(),
+            trace: true,
+            name: "late".into(),
+            ..Fake::default()
+        });
+        let err = if bounded {
+            try_acquire(&shared, fake.clone(), Duration::from_secs(60))
+                .await
+                .unwrap_err()
+        } else {
+            acquire(&shared, fake.clone()).await.unwrap_err()
+        };
+        let Error::LateGrants {
+            name,
+            grants,
+            latency,
+            lease,
+        } = &err
+        else {
+            panic!("{err}");
+        };
+        assert_eq!(
+            (name.as_str(), *grants, *latency, *lease),
+            ("late", LATE_GRANTS, LATE.latency, LATE.lease)
+        );
+        shared.tasks.drain().await;
+        assert_eq!(fake.attempts.load(Ordering::SeqCst), LATE_GRANTS as usize);
+        assert_eq!(fake.gave_up.load(Ordering::SeqCst), 1);
+    }
+
+    // A single attempt gives up on the first, as on a busy lock.
+    let fake = Arc::new(Fake {
+        grant_on: 2,
+        script: vec![(1, Scripted::Late)],
+        ..Fake::default()
+    });
+    let got = try_acquire(&shared, fake.clone(), Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(got, None);
+    assert_eq!(fake.attempts.load(Ordering::SeqCst), 1);
 }

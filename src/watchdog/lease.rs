@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::observe::Tag;
@@ -38,8 +38,9 @@ pub(crate) struct Lease {
     valid_until: AtomicU64,
     margin: Duration,
     state: AtomicU8,
-    /// Wakes [`lost`](Self::lost) futures when the state changes.
-    signal: watch::Sender<()>,
+    /// Wakes [`lost`](Self::lost) futures when the state changes (inline: no allocation per
+    /// hold).
+    signal: Notify,
     /// The metric labels of the hold, for the lost-leases counter.
     tag: Tag,
 }
@@ -57,24 +58,27 @@ impl Lease {
     /// A hold (of the primitive `tag` labels) granted by a request sent at `sent`, leased for
     /// `lease`.
     pub(crate) fn new(sent: Instant, lease: Duration, tag: Tag) -> Arc<Self> {
-        let this = Self {
+        Arc::new(Self {
             base: sent,
-            valid_until: AtomicU64::new(0),
+            valid_until: AtomicU64::new(nanos(lease)),
             margin: margin(lease),
             state: AtomicU8::new(VALID),
-            signal: watch::Sender::new(()),
+            signal: Notify::new(),
             tag,
-        };
-        this.confirm(sent, lease);
-        Arc::new(this)
+        })
     }
 
     /// A later acquire or renewal, sent at `sent`, was confirmed: the hold is valid until
-    /// `sent + lease` (never moves back).
+    /// `sent + lease` (never moves back). Not once the hold is lost: a confirmation that comes
+    /// after the loss was reported (a renewal whose reply was held up past the deadline by a
+    /// slow link or a starved runtime) must not make `valid_until` vouch again for a hold that
+    /// `is_lost` gave up; the loss sticks, and so does the validity it had.
     pub(crate) fn confirm(&self, sent: Instant, lease: Duration) {
+        if self.state.load(Ordering::Acquire) != VALID {
+            return;
+        }
         let until = sent.saturating_duration_since(self.base) + lease;
-        let nanos = u64::try_from(until.as_nanos()).unwrap_or(u64::MAX);
-        self.valid_until.fetch_max(nanos, Ordering::AcqRel);
+        self.valid_until.fetch_max(nanos(until), Ordering::AcqRel);
     }
 
     /// Send time of the last confirmed acquire or renewal, plus the lease.
@@ -97,10 +101,16 @@ impl Lease {
     /// Marks the hold lost; the first time counts a lost lease and fires the signal. The
     /// first reason sticks, except that [`Loss::Gone`] overrides [`Loss::Expired`]: once
     /// Redis showed the hold gone, its release must never be sent (the same owner may hold
-    /// the lock again, and the release would free that newer hold).
+    /// the lock again, and the release would free that newer hold). [`Loss::Gone`] also ends
+    /// [`valid_until`](Self::valid_until) now: the key may have gone before its TTL (evicted,
+    /// deleted), and the client vouches for the hold no longer.
     pub(crate) fn raise(&self, loss: Loss) {
         let state = match loss {
-            Loss::Gone => GONE,
+            Loss::Gone => {
+                let now = Instant::now().saturating_duration_since(self.base);
+                self.valid_until.fetch_min(nanos(now), Ordering::AcqRel);
+                GONE
+            }
             Loss::Expired => EXPIRED,
         };
         match self
@@ -109,7 +119,7 @@ impl Lease {
         {
             Ok(_) => {
                 self.tag.lease_lost();
-                self.signal.send_replace(());
+                self.signal.notify_waiters();
             }
             Err(EXPIRED) if state == GONE => {
                 // Already counted and signalled as lost.
@@ -140,20 +150,26 @@ impl Lease {
 
     /// Resolves once the hold is lost: raised, or its deadline passed without a confirmation.
     pub(crate) async fn lost(&self) {
-        let mut changes = self.signal.subscribe();
         loop {
+            // Registered before the state is read, so a loss raised in between still wakes it.
+            let raised = self.signal.notified();
+            let mut raised = std::pin::pin!(raised);
+            raised.as_mut().enable();
             if self.is_lost() {
                 return;
             }
             let deadline = self.deadline();
             tokio::select! {
-                // `changed` fails only when the sender is dropped, which cannot happen while
-                // `self` lives.
-                _ = changes.changed() => {}
+                () = raised => {}
                 () = tokio::time::sleep_until(deadline) => {}
             }
         }
     }
+}
+
+/// `d` in nanoseconds, saturating.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// An instant no hold reaches (about 30 years from now).
@@ -187,6 +203,24 @@ mod tests {
         assert_eq!(l.loss(), Some(Loss::Expired));
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_confirmation_after_the_loss_moves_nothing() {
+        let lease = Duration::from_millis(1000);
+        let start = Instant::now();
+        let l = Lease::new(start, lease, Tag::kind_only("lock"));
+        // A renewal sent at 400 ms, its reply held up past the deadline.
+        tokio::time::advance(lease).await;
+        assert_eq!(l.loss(), Some(Loss::Expired));
+        l.confirm(start + Duration::from_millis(400), lease);
+        assert_eq!(l.valid_until(), start + lease);
+        assert_eq!(l.loss(), Some(Loss::Expired));
+        // Nor after Redis showed it gone.
+        let gone = Lease::new(start, lease, Tag::kind_only("lock"));
+        gone.raise(Loss::Gone);
+        gone.confirm(Instant::now(), lease);
+        assert_eq!(gone.valid_until(), start + lease);
+    }
+
     #[tokio::test]
     async fn a_raised_loss_sticks_with_its_first_reason() {
         let l = Lease::new(
@@ -202,6 +236,26 @@ mod tests {
             .unwrap();
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_hold_redis_showed_gone_is_vouched_for_no_longer() {
+        let lease = Duration::from_secs(30);
+        let start = Instant::now();
+        let l = Lease::new(start, lease, Tag::kind_only("lock"));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        // A renewal found the key gone (evicted) 29 s before its TTL would have ended.
+        l.raise(Loss::Gone);
+        assert_eq!(l.valid_until(), start + Duration::from_secs(1));
+        assert!(l.deadline() <= Instant::now());
+        // A late confirmation cannot bring it back.
+        l.confirm(start, lease);
+        assert_eq!(l.loss(), Some(Loss::Gone));
+        assert_eq!(l.valid_until(), start + Duration::from_secs(1));
+        // Expired keeps the instant the client vouched for.
+        let e = Lease::new(start, lease, Tag::kind_only("lock"));
+        e.raise(Loss::Expired);
+        assert_eq!(e.valid_until(), start + lease);
+    }
+
     #[tokio::test]
     async fn gone_overrides_expired_so_a_stale_release_is_never_sent() {
         let l = Lease::new(
@@ -209,16 +263,20 @@ mod tests {
             Duration::from_secs(60),
             Tag::kind_only("lock"),
         );
-        let mut signal = l.signal.subscribe();
-        signal.mark_unchanged();
+        fn signalled(l: &Lease) -> std::pin::Pin<Box<tokio::sync::futures::Notified<'_>>> {
+            let mut raised = Box::pin(l.signal.notified());
+            raised.as_mut().enable();
+            raised
+        }
+        let first = signalled(&l);
         l.raise(Loss::Expired);
         assert_eq!(l.loss(), Some(Loss::Expired));
-        assert!(signal.has_changed().unwrap());
-        signal.mark_unchanged();
+        assert!(futures_util::FutureExt::now_or_never(first).is_some());
+        let second = signalled(&l);
         l.raise(Loss::Gone);
         assert_eq!(l.loss(), Some(Loss::Gone));
         // Signalled once: the upgrade is not a second loss.
-        assert!(!signal.has_changed().unwrap());
+        assert!(futures_util::FutureExt::now_or_never(second).is_none());
         l.raise(Loss::Expired);
         assert_eq!(l.loss(), Some(Loss::Gone));
     }

@@ -1,12 +1,15 @@
 //! The lease watchdog: one renewal task per client (Redisson's `LockRenewalScheduler`,
 //! docs/LAYOUT.md §1.9).
 //!
-//! Holds taken without an explicit lease register here with their [`Renewal`] kind. Every
-//! `watchdog_timeout / 3` the task renews them, kind by kind (and in a cluster slot by slot),
-//! up to `watchdog_batch_size` holds per script call. A hold whose holder field is gone is dropped from renewal and its
-//! [`Lease`] reports the loss. A hold whose last confirmed renewal is older than its lease
-//! (minus a margin) is lost too: the guard reports it at that instant by itself, the watchdog
-//! stops renewing it at its next tick. Transient Redis errors are retried at the next tick.
+//! Holds taken without an explicit lease register here with their [`Renewal`] kind and their
+//! lease (the watchdog timeout for the locks; the permits a renewing acquisition holds bring
+//! their own). Every third of a lease the task renews the holds of that lease, kind by kind
+//! (and in a cluster slot by slot), up to `watchdog_batch_size` holds per script call: the
+//! holds of one lease share one tick grid, so they are renewed together. A hold whose holder
+//! is gone is dropped from renewal and its [`Lease`] reports the loss. A hold whose last
+//! confirmed renewal is older than its lease (minus a margin) is lost too: the guard reports
+//! it at that instant by itself, the watchdog stops renewing it at its next tick. Transient
+//! Redis errors are retried at the next tick.
 
 mod lease;
 mod renewal;
@@ -16,6 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use redis::Value;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -26,7 +30,7 @@ use crate::owner::Owner;
 use crate::tasks::Tasks;
 
 pub(crate) use lease::{Lease, Loss};
-pub(crate) use renewal::Renewal;
+pub(crate) use renewal::{BatchArgs, Renewal};
 
 /// One renewed hold: a kind, a key, the holder field.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -41,6 +45,8 @@ struct Entry {
     /// Guards relying on this renewal (each hold of a reentrant owner registers once).
     guards: usize,
     lease: Arc<Lease>,
+    /// The lease each renewal sets (its third is the renewal period).
+    lease_time: Duration,
     renewal: Arc<dyn Renewal>,
     /// What the hold's metrics and spans carry: its primitive's labels and its owner.
     tag: Tag,
@@ -50,6 +56,8 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Registry {
     entries: Mutex<FastMap<Watched, Entry>>,
+    /// Wakes the renewal task when a hold registers with a lease it has no tick grid for.
+    new_lease: Arc<Notify>,
 }
 
 impl Registry {
@@ -73,6 +81,7 @@ impl Registry {
 #[derive(Debug)]
 pub(crate) struct Watchdog {
     registry: Arc<Registry>,
+    /// The lease of a hold registered without one of its own: the watchdog timeout.
     lease: Duration,
 }
 
@@ -82,31 +91,47 @@ impl Watchdog {
         conn: Arc<Conn>,
         client_id: Arc<str>,
         lease: Duration,
-        period: Duration,
         batch_size: usize,
         tasks: &Tasks,
     ) -> Self {
         let registry = Arc::new(Registry::default());
         tasks.spawn_service(renew_loop(
             Arc::downgrade(&registry),
+            registry.new_lease.clone(),
             conn,
             client_id,
             lease,
-            period,
             batch_size,
         ));
         Self { registry, lease }
     }
 
     /// Starts renewing `field`'s hold of `key` the `renewal` way (or counts one more guard on
-    /// it), after an acquire sent at `sent` was confirmed; returns the lease the guards of
-    /// this hold share. `tag` and `owner` are what its metrics and spans carry.
+    /// it), after an acquire sent at `sent` was confirmed, with the watchdog timeout as its
+    /// lease; returns the lease the guards of this hold share. `tag` and `owner` are what its
+    /// metrics and spans carry.
     pub(crate) fn register(
         &self,
         renewal: &Arc<dyn Renewal>,
         key: &Arc<str>,
         field: &Arc<str>,
         sent: Instant,
+        tag: &Tag,
+        owner: Option<Owner>,
+    ) -> Arc<Lease> {
+        self.register_leased(renewal, key, field, sent, self.lease, tag, owner)
+    }
+
+    /// [`register`](Self::register) with a lease of the hold's own: renewed every third of
+    /// it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn register_leased(
+        &self,
+        renewal: &Arc<dyn Renewal>,
+        key: &Arc<str>,
+        field: &Arc<str>,
+        sent: Instant,
+        lease: Duration,
         tag: &Tag,
         owner: Option<Owner>,
     ) -> Arc<Lease> {
@@ -117,7 +142,8 @@ impl Watchdog {
         };
         let fresh = || Entry {
             guards: 0,
-            lease: Lease::new(sent, self.lease, tag.clone()),
+            lease: Lease::new(sent, lease, tag.clone()),
+            lease_time: lease,
             renewal: renewal.clone(),
             tag: tag.clone(),
             owner,
@@ -129,8 +155,14 @@ impl Watchdog {
             *entry = fresh();
         }
         entry.guards += 1;
-        entry.lease.confirm(sent, self.lease);
-        entry.lease.clone()
+        entry.lease.confirm(sent, entry.lease_time);
+        let shared_lease = entry.lease.clone();
+        drop(entries);
+        if lease != self.lease {
+            // It may need a tick grid the task does not run yet.
+            self.registry.new_lease.notify_one();
+        }
+        shared_lease
     }
 
     /// One guard stops relying on the renewal; the last one stops it. Does nothing when the
@@ -161,64 +193,126 @@ impl Watchdog {
 
 async fn renew_loop(
     registry: Weak<Registry>,
+    new_lease: Arc<Notify>,
     conn: Arc<Conn>,
     client_id: Arc<str>,
     lease: Duration,
-    period: Duration,
     batch_size: usize,
 ) {
-    let lease_ms = lease.as_millis().to_string();
-    let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // One tick grid per lease: the holds of a lease are renewed every third of it, together.
+    // The watchdog timeout's grid starts with the task, as Redisson's scheduler does; another
+    // lease's grid starts when its first hold registers.
+    let started = Instant::now();
+    let mut grids: BTreeMap<Duration, Instant> = BTreeMap::new();
+    grids.insert(lease, started + period_of(lease));
     loop {
-        ticker.tick().await;
+        let next = grids
+            .values()
+            .min()
+            .copied()
+            .unwrap_or(started + period_of(lease));
+        tokio::select! {
+            () = tokio::time::sleep_until(next) => {}
+            () = new_lease.notified() => {}
+        }
         let Some(live) = registry.upgrade() else {
             return;
         };
+        let now = Instant::now();
+        // The leases in use: a new one gets its grid, one without holds loses its own.
+        let leases: std::collections::BTreeSet<Duration> =
+            live.entries().values().map(|e| e.lease_time).collect();
+        for l in &leases {
+            grids.entry(*l).or_insert_with(|| now + period_of(*l));
+        }
+        grids.retain(|l, _| *l == lease || leases.contains(l));
+        let due: Vec<Duration> = grids
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(l, _)| *l)
+            .collect();
+        if due.is_empty() {
+            continue;
+        }
         // Kind by kind: each kind has its own script, so its holds are batched on their own.
-        let mut by_kind: BTreeMap<&'static str, Vec<Renew>> = BTreeMap::new();
+        let mut by_kind: BTreeMap<(Duration, &'static str), Vec<Renew>> = BTreeMap::new();
         for (watched, entry) in live.entries().iter() {
-            by_kind.entry(watched.kind).or_default().push(Renew {
-                watched: watched.clone(),
-                lease: entry.lease.clone(),
-                renewal: entry.renewal.clone(),
-                tag: entry.tag.clone(),
-                owner: entry.owner,
-            });
+            if !due.contains(&entry.lease_time) {
+                continue;
+            }
+            by_kind
+                .entry((entry.lease_time, watched.kind))
+                .or_default()
+                .push(Renew {
+                    watched: watched.clone(),
+                    lease: entry.lease.clone(),
+                    renewal: entry.renewal.clone(),
+                    tag: entry.tag.clone(),
+                    owner: entry.owner,
+                });
         }
         drop(live);
-        for holds in by_kind.values() {
-            // A hold past its deadline is not vouched for any more: its guards already report
-            // it lost; renewing it now could extend a lock another holder has meanwhile.
-            let (expired, due): (Vec<&Renew>, Vec<&Renew>) =
-                holds.iter().partition(|r| r.lease.is_lost());
-            for r in expired {
-                r.span(&client_id).in_scope(|| {
-                    tracing::warn!(lock = %r.watched.key, holder = %r.watched.field, "lock lost: no renewal was confirmed within its lease");
-                });
-                if let Some(live) = registry.upgrade() {
-                    live.remove(&r.watched, &r.lease);
-                }
+        for l in &due {
+            // On the grid; a tick missed by a whole period is delayed (tokio's
+            // `MissedTickBehavior::Delay`): the next one a period from now.
+            if let Some(at) = grids.get_mut(l) {
+                let period = period_of(*l);
+                *at = if *at + period > now {
+                    *at + period
+                } else {
+                    now + period
+                };
             }
-            // Slot by slot in a cluster (a script's keys must share one slot), each group in
-            // batches of at most `batch_size`, as Redisson's LockRenewalScheduler groups them.
-            let mut groups: Vec<(SlotGroup, Vec<&Renew>)> = Vec::new();
-            for r in due {
-                let group = conn.slot_group(&r.watched.key);
-                match groups.iter_mut().find(|(g, _)| *g == group) {
-                    Some((_, members)) => members.push(r),
-                    None => groups.push((group, vec![r])),
-                }
-            }
-            for (_, members) in &groups {
-                for batch in members.chunks(batch_size) {
-                    let span =
-                        observe::renewal_batch_span(batch[0].watched.kind, batch.len(), &client_id);
-                    renew_batch(&registry, &conn, &client_id, &lease_ms, lease, batch)
-                        .instrument(span)
-                        .await;
-                }
-            }
+        }
+        for ((lease, _), holds) in &by_kind {
+            renew_kind(&registry, &conn, &client_id, *lease, batch_size, holds).await;
+        }
+    }
+}
+
+/// The renewal period of a lease: a third of it (Redisson's `internalLockLeaseTime / 3`).
+fn period_of(lease: Duration) -> Duration {
+    (lease / 3).max(Duration::from_millis(1))
+}
+
+/// Renews the holds of one kind and lease: drops those past their deadline, then renews the
+/// others slot by slot (a script's keys share one slot in a cluster), in batches.
+async fn renew_kind(
+    registry: &Weak<Registry>,
+    conn: &Conn,
+    client_id: &str,
+    lease: Duration,
+    batch_size: usize,
+    holds: &[Renew],
+) {
+    let lease_ms = lease.as_millis().to_string();
+    // A hold past its deadline is not vouched for any more: its guards already report it
+    // lost; renewing it now could extend a lock another holder has meanwhile.
+    let (expired, due): (Vec<&Renew>, Vec<&Renew>) = holds.iter().partition(|r| r.lease.is_lost());
+    for r in expired {
+        r.span(client_id).in_scope(|| {
+            tracing::warn!(lock = %r.watched.key, holder = %r.watched.field, "lock lost: no renewal was confirmed within its lease");
+        });
+        if let Some(live) = registry.upgrade() {
+            live.remove(&r.watched, &r.lease);
+        }
+    }
+    // Slot by slot in a cluster (a script's keys must share one slot), each group in batches
+    // of at most `batch_size`, as Redisson's LockRenewalScheduler groups them.
+    let mut groups: Vec<(SlotGroup, Vec<&Renew>)> = Vec::new();
+    for r in due {
+        let group = conn.slot_group(&r.watched.key);
+        match groups.iter_mut().find(|(g, _)| *g == group) {
+            Some((_, members)) => members.push(r),
+            None => groups.push((group, vec![r])),
+        }
+    }
+    for (_, members) in &groups {
+        for batch in members.chunks(batch_size) {
+            let span = observe::renewal_batch_span(batch[0].watched.kind, batch.len(), client_id);
+            renew_batch(registry, conn, client_id, &lease_ms, lease, batch)
+                .instrument(span)
+                .await;
         }
     }
 }
@@ -259,6 +353,17 @@ async fn renew_batch(
     };
     let mut invocation = first.renewal.script().prepare_invoke();
     invocation.arg(lease_ms);
+    if first.renewal.batch_args() == BatchArgs::NowAndVerb {
+        let verb = match conn.publish_command().await {
+            Ok(verb) => verb,
+            Err(e) => {
+                tracing::warn!(error = %e, holds = batch.len(), "lease renewal failed; retrying at the next tick");
+                batch.iter().for_each(|r| r.tag.renewal_failed());
+                return;
+            }
+        };
+        invocation.arg(crate::clock::epoch_ms()).arg(verb);
+    }
     for r in batch {
         r.renewal
             .add(&mut invocation, &r.watched.key, &r.watched.field);
@@ -294,5 +399,24 @@ async fn renew_batch(
                 live.remove(&r.watched, &r.lease);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_renewed_every_third_of_it_as_redisson_schedules() {
+        let config = crate::config::Config::default();
+        assert_eq!(period_of(config.watchdog_timeout), Duration::from_secs(10));
+        assert_eq!(
+            period_of(Duration::from_millis(1500)),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            period_of(Duration::from_millis(1)),
+            Duration::from_millis(1)
+        );
     }
 }

@@ -6,28 +6,30 @@ use std::fmt;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::{Cmd, Script};
+use redis::Cmd;
 
-use crate::conn::Call;
+use crate::conn::{Call, Script};
 use crate::error::{Error, Result};
+use crate::future::BoxFuture;
 use crate::layout;
+use crate::object::{Object, object_methods};
 use crate::observe::Subject;
 use crate::pubsub::WakePolicy;
-use crate::semaphore::{bool_reply, int_reply};
+use crate::reply::{bool_reply, int_reply};
 use crate::shared::Shared;
-use crate::wait::{self, Acquire, BoxFuture, Step, Strategy};
+use crate::wait::{self, Acquire, Step, Strategy};
 
 /// `lua/latch/try_set.lua`: RedissonCountDownLatch.trySetCountAsync.
 static TRY_SET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/latch/try_set.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../lua/latch/try_set.lua")));
 
 /// `lua/latch/count_down.lua`: RedissonCountDownLatch.countDownAsync.
 static COUNT_DOWN: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/latch/count_down.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../lua/latch/count_down.lua")));
 
 /// `lua/latch/delete.lua`: RedissonCountDownLatch.deleteAsync.
 static DELETE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/latch/delete.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../lua/latch/delete.lua")));
 
 /// Redisson `CountDownLatchPubSub.ZERO_COUNT_MESSAGE`: the latch opened.
 const ZERO_COUNT_MESSAGE: &str = "0";
@@ -66,7 +68,46 @@ struct Inner {
     name: Arc<str>,
     /// `redisson_countdownlatch__channel__{N}`.
     channel: Arc<str>,
+    /// The latch's one key, `N`, for the object methods.
+    keys: [Arc<str>; 1],
 }
+
+impl Object for Inner {
+    fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    fn keys(&self) -> &[Arc<str>] {
+        &self.keys
+    }
+
+    /// `latch/delete.lua`: Redisson's `deleteAsync`, which publishes the new-count message.
+    async fn delete(&self) -> Result<bool> {
+        self.usable()?;
+        let verb = self.shared.conn.publish_command().await?;
+        let mut invocation = DELETE.prepare_invoke();
+        invocation
+            .key(&*self.name)
+            .key(&*self.channel)
+            .arg(NEW_COUNT_MESSAGE)
+            .arg(verb);
+        let call = Call::write("delete", &self.name, &invocation).idempotent();
+        bool_reply("latch/delete.lua", self.shared.conn.call(call).await?)
+    }
+}
+
+object_methods!(
+    CountDownLatch,
+    field: inner,
+    make: "client.count_down_latch(\"batch:ready\")",
+    keys: "It acts on the latch's key `name` (Redisson's `RCountDownLatch` has no expiry \
+        methods: this crate's addition; a latch that expires is open).",
+    delete: "Deletes the latch, as Redisson's `delete()` does: `1` is then published (the \
+        new-count message). Waiters stay waiting: a missing latch is open, but they learn it \
+        at their next check (the next message, or within `recheck_interval`). A key of another \
+        type is [`Error::WrongType`](crate::Error::WrongType), and nothing is deleted.",
+    watchdog: "",
+);
 
 impl fmt::Debug for CountDownLatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -79,11 +120,14 @@ impl fmt::Debug for CountDownLatch {
 
 impl CountDownLatch {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+        let channel = layout::latch_channel(&name).into();
+        let name: Arc<str> = name.into();
         Self {
             inner: Arc::new(Inner {
-                channel: layout::latch_channel(&name).into(),
+                keys: [name.clone()],
+                channel,
                 shared,
-                name: name.into(),
+                name,
             }),
         }
     }
@@ -141,35 +185,14 @@ impl CountDownLatch {
         int_reply("latch/count_down.lua", inner.shared.conn.call(call).await?).map(|_| ())
     }
 
-    /// The count (0 when the latch does not exist: open).
+    /// The count (0 when the latch does not exist: open; Redisson's `getCount()`).
     ///
     /// # Errors
     ///
     /// [`Error::WrongType`], [`Error::Redis`], [`Error::Timeout`].
-    pub async fn get_count(&self) -> Result<u64> {
+    pub async fn count(&self) -> Result<u64> {
         self.inner.usable()?;
         self.inner.count().await
-    }
-
-    /// Deletes the latch: `true` if there was one (then `1` is published, as Redisson's
-    /// `delete()`). Waiters stay waiting: a missing latch is open, but they learn it at
-    /// their next check (the next message, or within `recheck_interval`).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`] (nothing is deleted), [`Error::Redis`], [`Error::Timeout`].
-    pub async fn delete(&self) -> Result<bool> {
-        let inner = &self.inner;
-        inner.usable()?;
-        let verb = inner.shared.conn.publish_command().await?;
-        let mut invocation = DELETE.prepare_invoke();
-        invocation
-            .key(&*inner.name)
-            .key(&*inner.channel)
-            .arg(NEW_COUNT_MESSAGE)
-            .arg(verb);
-        let call = Call::write("delete", &inner.name, &invocation).idempotent();
-        bool_reply("latch/delete.lua", inner.shared.conn.call(call).await?)
     }
 
     /// Waits until the count is zero (Redisson's `await()`), woken by the `0` message of the
@@ -184,13 +207,7 @@ impl CountDownLatch {
     ///
     /// Cancel safe: waiting changes nothing in Redis.
     pub async fn await_open(&self) -> Result<()> {
-        match self.await_within(None).await? {
-            true => Ok(()),
-            false => Err(Error::UnexpectedReply {
-                script: "GET",
-                detail: "gave up without a deadline".into(),
-            }),
-        }
+        wait::acquire(&self.inner.shared, self.open()?).await
     }
 
     /// Waits at most `wait` until the count is zero: `true` if it opened in time. Returns
@@ -204,17 +221,16 @@ impl CountDownLatch {
     ///
     /// As [`await_open`](Self::await_open).
     pub async fn await_for(&self, wait: Duration) -> Result<bool> {
-        self.await_within(Some(wait)).await
+        let opened = wait::try_acquire(&self.inner.shared, self.open()?, wait).await?;
+        Ok(opened.is_some())
     }
 
-    async fn await_within(&self, wait: Option<Duration>) -> Result<bool> {
+    /// The wait for the latch to open, as the engine drives it.
+    fn open(&self) -> Result<Arc<LatchOpen>> {
         self.inner.usable()?;
-        let open = Arc::new(LatchOpen {
+        Ok(Arc::new(LatchOpen {
             inner: self.inner.clone(),
-        });
-        Ok(wait::acquire(&self.inner.shared, open, wait)
-            .await?
-            .is_some())
+        }))
     }
 }
 
@@ -226,7 +242,7 @@ impl Inner {
     fn usable(&self) -> Result<()> {
         self.shared.ensure_open()?;
         if self.shared.conn.is_cluster() && self.name.contains('{') {
-            return Err(crate::Error::Topology(format!(
+            return Err(Error::Topology(format!(
                 "count-down latch name {:?} cannot be used on Redis Cluster: Redisson's latch \
                  channel wraps the whole name in braces, so with a '{{' in the name the channel \
                  falls in another slot than the latch and its scripts would fail with \
@@ -242,7 +258,7 @@ impl Inner {
         let reply = self
             .shared
             .conn
-            .call(Call::read("get_count", &self.name, &cmd))
+            .call(Call::read("count", &self.name, &cmd))
             .await?;
         // A count below zero cannot stay (count_down deletes it); read it as open.
         Ok(u64::try_from(int_reply("GET", reply)?).unwrap_or(0))

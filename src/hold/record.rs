@@ -4,7 +4,7 @@
 //! Redis knows a holder field's hold count; the client knows which of those holds it handed
 //! out as guards. Keeping the two in step is what makes faults survivable:
 //!
-//! - operations on one (name, field) run one at a time ([`Holds::enter`]), so while one is in
+//! - operations on one (name, field) run one at a time ([`Record::enter`]), so while one is in
 //!   flight the count it started from is exact;
 //! - an acquire passes that count to its script, which grants only when Redis agrees, and
 //!   otherwise replies the real count: the client then learns that its older holds are gone
@@ -133,12 +133,12 @@ const SHARDS: usize = 16;
 
 /// The record of one client's holds.
 #[derive(Clone)]
-pub(crate) struct Holds {
+pub(crate) struct Record {
     shards: Arc<[Mutex<FastMap<Key, Slot>>; SHARDS]>,
     state: FastState,
 }
 
-impl Default for Holds {
+impl Default for Record {
     fn default() -> Self {
         Self {
             shards: Arc::new(std::array::from_fn(|_| Mutex::default())),
@@ -147,10 +147,10 @@ impl Default for Holds {
     }
 }
 
-impl fmt::Debug for Holds {
+impl fmt::Debug for Record {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let slots: usize = self.shards.iter().map(|s| lock(s).len()).sum();
-        f.debug_struct("Holds").field("slots", &slots).finish()
+        f.debug_struct("Record").field("slots", &slots).finish()
     }
 }
 
@@ -159,10 +159,51 @@ fn lock(shard: &Mutex<FastMap<Key, Slot>>) -> MutexGuard<'_, FastMap<Key, Slot>>
     shard.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Holds {
+impl Record {
     /// The shard of `key`.
     fn slots(&self, key: &Key) -> MutexGuard<'_, FastMap<Key, Slot>> {
         lock(&self.shards[(key.hash >> 32) as usize % SHARDS])
+    }
+
+    /// How many of `field`'s holds of `name` the client counts now, or an operation on them is
+    /// in flight (`u32::MAX`: the count is not settled, so the holder may hold it): read
+    /// without waiting.
+    pub(crate) fn holds_now(&self, name: &Arc<str>, field: &Arc<str>) -> u32 {
+        let key = Key {
+            name: name.clone(),
+            field: field.clone(),
+            hash: self.state.hash_one((&**name, &**field)),
+        };
+        match self.slots(&key).get(&key) {
+            Some(slot) if slot.busy || slot.tainted => u32::MAX,
+            Some(slot) => slot.held,
+            None => 0,
+        }
+    }
+
+    /// Stops counting the hold of `lease` at once when no operation on `field`'s holds of
+    /// `name` is in flight (`true`); `false` leaves it to an operation ([`Op::forgotten`]).
+    pub(crate) fn try_forget(&self, name: &Arc<str>, field: &Arc<str>, lease: &Arc<Lease>) -> bool {
+        let key = Key {
+            name: name.clone(),
+            field: field.clone(),
+            hash: self.state.hash_one((&**name, &**field)),
+        };
+        let mut slots = self.slots(&key);
+        let Some(slot) = slots.get_mut(&key) else {
+            return true;
+        };
+        if slot.busy {
+            return false;
+        }
+        if slot.leases.remove(lease) {
+            slot.held = slot.held.saturating_sub(1);
+        }
+        if slot.held == 0 {
+            slot.tainted = false;
+            slot.leases.prune();
+        }
+        true
     }
 
     /// Starts an operation on `field`'s holds of `name`: waits while another one is in flight
@@ -249,7 +290,7 @@ fn sweep(slots: &mut FastMap<Key, Slot>) {
 /// of its consuming methods; dropped without one, its outcome counts as never resolved.
 #[must_use = "an operation ends with granted, released, unchanged or corrected"]
 pub(crate) struct Op {
-    holds: Holds,
+    holds: Record,
     key: Key,
     held: u32,
     exclusive: bool,
@@ -386,7 +427,7 @@ mod tests {
 
     #[tokio::test]
     async fn operations_count_holds_and_leave_no_entry_behind() {
-        let holds = Holds::default();
+        let holds = Record::default();
         let (name, field) = names();
         let lease = Lease::new(
             Instant::now(),
@@ -409,7 +450,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_second_operation_waits_for_the_first() {
-        let holds = Holds::default();
+        let holds = Record::default();
         let (name, field) = names();
         let first = holds.enter(&name, &field, None).await;
         let soon = Instant::now() + Duration::from_millis(50);
@@ -439,7 +480,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_correction_reports_the_older_holds_lost() {
-        let holds = Holds::default();
+        let holds = Record::default();
         let (name, field) = names();
         let old = Lease::new(
             Instant::now(),

@@ -1,0 +1,109 @@
+//! Releasing one hold, and settling a release of unknown outcome: the release is cut off at
+//! the server and the holder's count read; if it did not run it is sent once more.
+
+use std::sync::Arc;
+
+use super::kind::{HoldSpec, ReleaseReply, ReleaseRequest};
+use super::record::Op;
+use crate::conn::Delivery;
+use crate::error::{Error, Result};
+use crate::wait;
+use crate::watchdog::Lease;
+
+/// Releases one hold (whose guard has `lease`), resolving an unknown outcome. Settling an
+/// unknown outcome is awaited for at most the command timeout; it then goes on in a task of
+/// the client (the holder's next operation on the lock waits for it) and this returns
+/// `Timeout`.
+pub(crate) async fn release(spec: &Arc<HoldSpec>, lease: &Arc<Lease>) -> Result<()> {
+    let patience = spec.shared.config.command_timeout;
+    let op = spec
+        .record
+        .enter(&spec.name, &spec.field, Some(patience))
+        .await;
+    let request = ReleaseRequest {
+        hold: spec,
+        sent: Delivery::default(),
+    };
+    match spec.kind.release(&request).await {
+        Err(e) if e.outcome_unknown() && request.sent.was_sent() => {
+            let settle = settle_release(spec.clone(), lease.clone(), op, request.sent, e);
+            // Boxed: rare, and kilobytes large; inline, every release's future would carry it.
+            Box::pin(wait::release_in_time(
+                &spec.shared,
+                spec.name.clone(),
+                patience,
+                settle,
+            ))
+            .await
+        }
+        reply => released(spec, lease, op, reply),
+    }
+}
+
+/// Ends a release operation with its reply.
+fn released(
+    spec: &HoldSpec,
+    lease: &Arc<Lease>,
+    mut op: Op,
+    reply: Result<ReleaseReply>,
+) -> Result<()> {
+    match reply {
+        Ok(ReleaseReply::Released) => {
+            op.released(lease);
+            Ok(())
+        }
+        Ok(ReleaseReply::NotHeld) => {
+            op.correct(0);
+            op.unchanged();
+            Err(Error::NotHeld {
+                name: spec.name.to_string(),
+                holder: spec.field.to_string(),
+            })
+        }
+        Err(e) => {
+            op.unchanged();
+            Err(e)
+        }
+    }
+}
+
+/// Settles a release whose reply never came: cuts it off, reads the count; sends the release
+/// once more if it had not run.
+async fn settle_release(
+    spec: Arc<HoldSpec>,
+    lease: Arc<Lease>,
+    mut op: Op,
+    mut delivery: Delivery,
+    mut error: Error,
+) -> Result<()> {
+    for sends in 1..=2 {
+        // On error `op` is dropped unresolved: the slot is marked tainted.
+        let before = op.held();
+        let count = spec.cut_off_and_read(&delivery).await?.count;
+        if count + 1 == before {
+            op.released(&lease);
+            return Ok(());
+        }
+        if count == before && sends < 2 {
+            tracing::debug!(lock = %spec.name, error = %error, "a release did not run; sending it again");
+            let request = ReleaseRequest {
+                hold: &spec,
+                sent: Delivery::default(),
+            };
+            match spec.kind.release(&request).await {
+                Err(e) if e.outcome_unknown() && request.sent.was_sent() => {
+                    delivery = request.sent;
+                    error = e;
+                    continue;
+                }
+                reply => return released(&spec, &lease, op, reply),
+            }
+        }
+        // Gone, or still not run after a second try: report what Redis says.
+        op.correct(count);
+        op.unchanged();
+        return if count < before { Ok(()) } else { Err(error) };
+    }
+    op.unchanged();
+    Err(error)
+}
