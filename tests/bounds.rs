@@ -1,5 +1,5 @@
-//! Compile-time checks of the auto traits of the public types and futures (STYLE.md §7.5, like
-//! tokio's `tests/async_send_sync.rs`): handles, guards and errors are `Send + Sync + 'static`,
+//! Compile-time checks of the auto traits of the public types and futures (like tokio's
+//! `tests/async_send_sync.rs`): handles, guards and errors are `Send + Sync + 'static`,
 //! and every future a user may want to `tokio::spawn` is `Send`.
 //!
 //! Nothing here talks to Redis: the checks are type checks, done when this file compiles. The

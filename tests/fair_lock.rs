@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    RedisServer, exists, fair_client, field, hash, ms, now_ms, pttl, queue, queue_key,
-    timeouts_key, unique_name, wait_llen,
+    RedisServer, all_keys, exists, fair_client, field, hash, join, ms, now_ms, pttl, queue,
+    queue_key, timeouts_key, unique_name, wait_llen,
 };
 use futures_util::StreamExt;
 use rand::{Rng, SeedableRng};
@@ -81,14 +81,6 @@ fn spawn_lock(client: &Client, name: &str) -> JoinHandle<LockGuard> {
     tokio::spawn(async move { lock.lock().await.unwrap() })
 }
 
-/// Awaits a task with the 5 s limit.
-async fn join<T>(task: JoinHandle<T>) -> T {
-    tokio::time::timeout(POLL_LIMIT, task)
-        .await
-        .expect("task still running after 5 s")
-        .unwrap()
-}
-
 #[tokio::test]
 async fn lock_api_writes_the_same_hash_as_redisson_and_queues_nothing_uncontended() {
     let server = RedisServer::start();
@@ -138,14 +130,8 @@ async fn lock_api_writes_the_same_hash_as_redisson_and_queues_nothing_uncontende
     assert!(!lock.is_locked().await.unwrap());
     assert_eq!(lock.hold_count(owner).await.unwrap(), 0);
     assert_eq!(lock.remaining_ttl().await.unwrap(), Ttl::Absent);
-    assert_eq!(server_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
     client.shutdown().await;
-}
-
-async fn server_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
-    let mut keys: Vec<String> = raw.keys("*").await.unwrap();
-    keys.sort();
-    keys
 }
 
 /// N waiters from two clients, each confirmed queued (LLEN) before the next arrives, are
@@ -187,15 +173,15 @@ async fn waiters_are_granted_in_arrival_order() {
     }
     println!("{N} handoffs in {:?}", start.elapsed());
     assert_eq!(*order.lock().unwrap(), (0..N).collect::<Vec<_>>());
-    assert_eq!(server_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
     for c in clients {
         c.shutdown().await;
     }
 }
 
-/// §4.4's worked example at a tenth of the scale (lease 3 s, slot 500 ms): the deadlines of
-/// B, C, D, E are spaced by exactly one slot, B's is the lock's expiry plus a slot; when C's
-/// wait ends, D and E move up one slot; when B takes the lock, again.
+/// docs/LAYOUT.md §4.4's worked example at a tenth of the scale (lease 3 s, slot 500 ms): the
+/// deadlines of B, C, D, E are spaced by exactly one slot, B's is the lock's expiry plus a slot;
+/// when C's wait ends, D and E move up one slot; when B takes the lock, again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadlines_follow_redissons_arithmetic() {
     const SLOT: i64 = 500;
@@ -233,8 +219,11 @@ async fn deadlines_follow_redissons_arithmetic() {
         "one slot per waiter ahead"
     );
     let expiry = now_ms() + pttl(&mut raw, &name).await;
+    // (Within 100 ms: the script computes B's deadline from the time B's client passed it, as
+    // Redisson's does, so the request's latency on a loaded machine shifts it; 66 ms was seen
+    // on a CI run of 2 cores at load 10.)
     assert!(
-        (d0[0] - (expiry + SLOT)).abs() <= 20,
+        (d0[0] - (expiry + SLOT)).abs() <= 100,
         "B's deadline {} vs the lock's expiry {expiry} + slot",
         d0[0]
     );
@@ -270,7 +259,7 @@ async fn deadlines_follow_redissons_arithmetic() {
     assert_eq!(deadlines(&mut raw, &name).await, [d0[3] - 3 * SLOT]);
     gd.unlock().await.unwrap();
     join(e).await.unlock().await.unwrap();
-    assert_eq!(server_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
     a.shutdown().await;
     w.shutdown().await;
 }
@@ -363,7 +352,7 @@ async fn try_lock_never_enqueues() {
         .expect("the lease ran out");
     assert!(matches!(g.unlock().await, Err(Error::NotHeld { .. })));
     g3.unlock().await.unwrap();
-    assert_eq!(server_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
     client.shutdown().await;
 }
 
@@ -415,7 +404,7 @@ async fn waiters_that_give_up_leave_the_queue() {
     // C is still served.
     holder.unlock().await.unwrap();
     join(c).await.unlock().await.unwrap();
-    assert_eq!(server_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
     client.shutdown().await;
 }
 
@@ -451,11 +440,11 @@ async fn cancelled_waiters_never_leave_entries_behind() {
     }
     // Background releases and cleanups settle, then nothing is left.
     let start = Instant::now();
-    while !server_keys(&mut raw).await.is_empty() {
+    while !all_keys(&mut raw).await.is_empty() {
         assert!(
             start.elapsed() < POLL_LIMIT,
             "left behind: {:?} queue {:?}",
-            server_keys(&mut raw).await,
+            all_keys(&mut raw).await,
             queue(&mut raw, &name).await
         );
         tokio::time::sleep(ms(10)).await;
@@ -465,7 +454,7 @@ async fn cancelled_waiters_never_leave_entries_behind() {
     assert!(start.elapsed() < ms(500));
     g.unlock().await.unwrap();
     client.shutdown().await;
-    assert_eq!(server_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
 }
 
 /// Unlocking a fair lock that is gone is `NotHeld` (Redisson reports success), and, as in
@@ -516,6 +505,6 @@ async fn unlock_of_a_lost_hold_is_not_held_and_wakes_the_head() {
     assert!(lock.force_unlock().await.unwrap());
     assert!(!lock.force_unlock().await.unwrap());
     assert!(matches!(g.unlock().await, Err(Error::NotHeld { .. })));
-    assert_eq!(server_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
     client.shutdown().await;
 }

@@ -1,18 +1,19 @@
 //! The fair lock's Lua scripts on their own (`lua/fair/`), driven by raw EVAL with chosen
 //! clocks: headers, SHAs, and the exact effects and replies of docs/LAYOUT.md §4 — the
-//! purge, the queue arithmetic of §4.4's worked example (scaled down 10x: lease 3 s, slot
+//! purge, the queue arithmetic of its §4.4 worked example (scaled down 10x: lease 3 s, slot
 //! 500 ms), the non-waiting form, unlock, force unlock and the give-up cleanup.
 
 mod common;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::lua::{self, eval};
-use common::{RedisServer, channel, exists, hash, pttl, queue_key, timeouts_key, unique_name};
-use futures_util::{Stream, StreamExt};
+use common::{
+    RedisServer, channel, drain, exists, hash, pttl, queue_key, subscribe, timeouts_key,
+    unique_name,
+};
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncCommands, Msg, Value};
-use tokio::time::timeout;
+use redis::{AsyncCommands, Value};
 
 const PURGE: &str = include_str!("../lua/fair/purge.lua");
 /// What each script runs: the purge prefix, then the script (as `src/scripts.rs` builds them).
@@ -158,27 +159,6 @@ fn int(v: &Value) -> i64 {
     }
 }
 
-/// Messages of a raw subscription to several channels.
-async fn subscribe(
-    server: &RedisServer,
-    channels: &[&str],
-) -> impl Stream<Item = Msg> + Unpin + use<> {
-    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
-    for c in channels {
-        pubsub.subscribe(*c).await.unwrap();
-    }
-    pubsub.into_on_message()
-}
-
-/// The (channel, payload) of every message arriving within 300 ms.
-async fn drain(messages: &mut (impl Stream<Item = Msg> + Unpin)) -> Vec<(String, String)> {
-    let mut seen = Vec::new();
-    while let Ok(Some(m)) = timeout(Duration::from_millis(300), messages.next()).await {
-        seen.push((m.get_channel_name().to_owned(), m.get_payload().unwrap()));
-    }
-    seen
-}
-
 #[test]
 fn every_fair_script_has_a_header_naming_keys_argv_reply_and_redisson() {
     lua::assert_files("fair", &EXPECTED);
@@ -206,8 +186,8 @@ async fn every_fair_script_loads_and_its_sha_is_the_evalsha_hash() {
     }
 }
 
-/// §4.4's worked example (`testAcquireFailedTimeoutDrift_Descrete`), at a tenth of the scale,
-/// with every effect on the list and the zset checked exactly.
+/// docs/LAYOUT.md §4.4's worked example (`testAcquireFailedTimeoutDrift_Descrete`), at a tenth of
+/// the scale, with every effect on the list and the zset checked exactly.
 #[tokio::test]
 async fn queue_arithmetic_follows_redissons_worked_example() {
     let server = RedisServer::start();
@@ -217,10 +197,10 @@ async fn queue_arithmetic_follows_redissons_worked_example() {
     let mut msgs = subscribe(
         &server,
         &[
-            &k.channel,
-            &k.waiter_channel(b),
-            &k.waiter_channel(d),
-            &k.waiter_channel(e),
+            k.channel.clone(),
+            k.waiter_channel(b),
+            k.waiter_channel(d),
+            k.waiter_channel(e),
         ],
     )
     .await;
@@ -385,8 +365,8 @@ async fn queue_arithmetic_follows_redissons_worked_example() {
     );
 }
 
-/// The purge (§4.3) only drops past-due heads, stops at a head without a deadline, and the
-/// non-waiting form runs it too.
+/// The purge (docs/LAYOUT.md §4.3) only drops past-due heads, stops at a head without a deadline,
+/// and the non-waiting form runs it too.
 #[tokio::test]
 async fn purge_drops_only_past_due_heads() {
     let server = RedisServer::start();

@@ -9,24 +9,13 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    RedisServer, channel, command_stats, exists, fair_client, field, ms, now_ms, numsub, queue,
-    queue_key, timeouts_key, unique_name, wait_llen, wait_numsub,
+    RedisServer, all_keys, channel, command_stats, drain, exists, fair_client, field, join, ms,
+    now_ms, numsub, queue, queue_key, subscribe, timeouts_key, unique_name, wait_llen, wait_numsub,
+    waiter_channel,
 };
-use futures_util::{Stream, StreamExt};
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncCommands, Msg};
+use redis::AsyncCommands;
 use redisson_sync::{Client, LockGuard, LockOptions, Owner};
 use tokio::task::JoinHandle;
-
-const POLL_LIMIT: Duration = Duration::from_secs(5);
-
-fn waiter_channel(name: &str, field: &str) -> String {
-    format!("{}:{field}", channel(name))
-}
-
-async fn server_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
-    raw.keys("*").await.unwrap()
-}
 
 /// A task waiting in `lock()` for `owner`; hands back its guard and when it got it.
 fn spawn_owner(client: &Client, name: &str, owner: Owner) -> JoinHandle<(LockGuard, Instant)> {
@@ -38,30 +27,6 @@ fn spawn_owner(client: &Client, name: &str, owner: Owner) -> JoinHandle<(LockGua
             .unwrap();
         (g, Instant::now())
     })
-}
-
-async fn join<T>(task: JoinHandle<T>) -> T {
-    tokio::time::timeout(POLL_LIMIT, task)
-        .await
-        .expect("task still running after 5 s")
-        .unwrap()
-}
-
-async fn subscribe(server: &RedisServer, channels: &[String]) -> impl Stream<Item = Msg> + use<> {
-    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
-    for c in channels {
-        pubsub.subscribe(c).await.unwrap();
-    }
-    pubsub.into_on_message()
-}
-
-/// Every (channel, payload) arriving within 300 ms.
-async fn drain(messages: &mut (impl Stream<Item = Msg> + Unpin)) -> Vec<(String, String)> {
-    let mut seen = Vec::new();
-    while let Ok(Some(m)) = tokio::time::timeout(ms(300), messages.next()).await {
-        seen.push((m.get_channel_name().to_owned(), m.get_payload().unwrap()));
-    }
-    seen
 }
 
 /// A holder and two queued waiters with known fields; raw subscribers on both waiters'
@@ -127,7 +92,7 @@ async fn unlock_wakes_only_the_head_on_its_own_channel() {
 
     g3.unlock().await.unwrap();
     assert_eq!(drain(&mut messages).await, [], "no head, no message");
-    assert!(server_keys(&mut raw).await.is_empty());
+    assert!(all_keys(&mut raw).await.is_empty());
     // The waiters left their channels.
     assert_eq!(numsub(&mut raw, &channels[1]).await, 1);
     assert_eq!(numsub(&mut raw, &channels[2]).await, 1);
@@ -214,7 +179,7 @@ async fn a_dead_head_is_purged_when_its_slot_ends() {
     assert!((0..1_000).contains(&late), "{late} ms");
     assert_eq!(queue(&mut raw, &name).await, Vec::<String>::new());
     g.unlock().await.unwrap();
-    assert!(server_keys(&mut raw).await.is_empty());
+    assert!(all_keys(&mut raw).await.is_empty());
     a.shutdown().await;
     w.shutdown().await;
 }
@@ -295,7 +260,7 @@ async fn handoff_chain(server: &RedisServer, k: usize) -> (u64, u64, Vec<Duratio
     for i in 1..k {
         latencies.push(times[i].0.saturating_duration_since(times[i - 1].1));
     }
-    assert!(server_keys(&mut raw).await.is_empty());
+    assert!(all_keys(&mut raw).await.is_empty());
     w.shutdown().await;
     (client_commands, publishes, latencies)
 }

@@ -1,129 +1,47 @@
-//! Regression tests for the reliability defects found under network faults (issue 18), one per
-//! defect, each with the fault proxy (`testkit::FaultProxy`) or a real server fault. Every test
-//! failed on the crate before the fixes (the note of the change that fixed them lists the
-//! figures before and after) and uses only the API that existed then.
+//! Regression tests for the reliability defects found under network faults, one per defect,
+//! each with the fault proxy (`testkit::FaultProxy`) or a real server fault. Every test failed
+//! on the crate before the fixes (the note of the change that fixed them lists the figures
+//! before and after); first written for the reentrant lock (and the fair lock where the defect
+//! was its own), they now run once per lock kind (`common::Kind`, `per_kind!`), since every
+//! kind shares the engine and the hold layer they exercise.
+//!
+//! Kind-specific: a read hold does not keep other readers out, so the rival of a read holder
+//! (another client taking the lock, waiters behind it) takes the write half (`Kind::rival`);
+//! waiters of the fair kinds queue, the spin and token locks' poll instead of subscribing, so
+//! "the waiters are parked" is seen in the queue, the subscriptions or the polls
+//! (`Kind::wait_parked`); a foreign hold is written as the kind would see it held
+//! (`Kind::foreign_hold`).
 //!
 //! Timings are bounds, generous for a loaded 2-core machine; what each test pins is the
-//! behaviour (who holds the lock, what the guard says, whether a call fails), not speed.
+//! behaviour (who holds the lock, what the guard says, whether a call fails), not speed. The
+//! tests mostly wait (for leases, partitions, stalls, idle timeouts): the nine kinds of each run
+//! at once (`per_kind!(at_once ...)`, each on a server, client and runtime of its own).
 
 mod common;
 
 use std::time::Duration;
 
 use common::{
-    FaultProxy, Mode, RedisServer, channel, hash, ms, queue_key, unique_name, wait_llen,
-    wait_numsub,
+    FaultProxy, Kind, Mode, RedisServer, builder, gone_within, ms, per_kind, script_calls, state,
+    unique_name,
 };
 use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
-use redisson_sync::{Client, ClientBuilder, Error, LockGuard, LockOptions, Owner};
+use redisson_sync::{Client, LockOptions, Owner};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep, timeout};
-
-/// A builder for a client of `url` with a 30 s watchdog.
-fn builder(url: String) -> ClientBuilder {
-    Client::builder()
-        .url(url)
-        .watchdog_timeout(Duration::from_secs(30))
-}
-
-/// A Java-like foreign hold: another client's field, with a TTL.
-async fn foreign_hold(raw: &mut MultiplexedConnection, name: &str, ttl_ms: u64) {
-    let () = raw
-        .hset(name, "0f0e0d0c-0b0a-4908-8706-050403020100:1", 1)
-        .await
-        .unwrap();
-    let _: bool = raw.pexpire(name, ttl_ms as i64).await.unwrap();
-}
-
-async fn hold_count(raw: &mut MultiplexedConnection, name: &str, field: &str) -> u64 {
-    let n: Option<u64> = raw.hget(name, field).await.unwrap();
-    n.unwrap_or(0)
-}
-
-/// Polls (every 20 ms) until `name` is gone; `false` if it is still there after `within`.
-async fn gone_within(raw: &mut MultiplexedConnection, name: &str, within: Duration) -> bool {
-    let start = Instant::now();
-    loop {
-        let exists: bool = raw.exists(name).await.unwrap();
-        if !exists {
-            return true;
-        }
-        if start.elapsed() > within {
-            return false;
-        }
-        sleep(ms(20)).await;
-    }
-}
-
-/// The four lock kinds, made by hand (this file keeps to the API that predates `AnyLock`).
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    Lock,
-    Fair,
-    Read,
-    Write,
-}
-
-impl Kind {
-    const ALL: [Self; 4] = [Self::Lock, Self::Fair, Self::Read, Self::Write];
-
-    async fn lock(
-        self,
-        client: &Client,
-        name: &str,
-        opts: &LockOptions,
-    ) -> Result<LockGuard, Error> {
-        match self {
-            Self::Lock => client.lock(name).lock_with_options(opts).await,
-            Self::Fair => client.fair_lock(name).lock_with_options(opts).await,
-            Self::Read => {
-                client
-                    .rw_lock(name)
-                    .read_lock()
-                    .lock_with_options(opts)
-                    .await
-            }
-            Self::Write => {
-                client
-                    .rw_lock(name)
-                    .write_lock()
-                    .lock_with_options(opts)
-                    .await
-            }
-        }
-    }
-
-    fn field(self, client: &Client, owner: u64) -> String {
-        match self {
-            Self::Write => format!("{}:{owner}:write", client.id()),
-            _ => format!("{}:{owner}", client.id()),
-        }
-    }
-}
-
-/// Loads `kind`'s acquire and unlock scripts through `client` (a lock and unlock of a
-/// throwaway name), so that from then on each goes out as one EVALSHA.
-async fn warm_up(client: &Client, kind: Kind) {
-    let opts = LockOptions::new().owner(Owner::new(1));
-    kind.lock(client, &unique_name("warm"), &opts)
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
-}
 
 // -----------------------------------------------------------------------------------------
 // 1. A lost unlock message stalls waiters for a whole lease
 // -----------------------------------------------------------------------------------------
 
+per_kind!(at_once multi_thread(2), async fn defect_1_after_lost_messages_every_waiter_is_rechecked_within_the_interval);
+
 /// Four waiters of one client on one lock, the client's subscription frozen by the proxy so
 /// every unlock message is lost: each release must reach the next waiter within about the
 /// re-check interval. Before: only the first re-checker capped its sleep; the others slept
-/// until the lock's 30 s TTL once it had acquired (gaps of 28-29 s).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defect_1_after_lost_messages_every_waiter_is_rechecked_within_the_interval() {
+/// until the lock's 30 s TTL once it had acquired (gaps of 28-29 s). (The spin and token locks'
+/// waiters poll: no message to lose, and the same bound holds.)
+async fn defect_1_after_lost_messages_every_waiter_is_rechecked_within_the_interval(kind: Kind) {
     const WAITERS: u64 = 4;
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.addr());
@@ -135,14 +53,17 @@ async fn defect_1_after_lost_messages_every_waiter_is_rechecked_within_the_inter
         .unwrap();
     let name = unique_name("d1");
 
-    let first = client
-        .lock(&name)
+    // (Behind a read holder a writer, so that the readers wait.)
+    let first = kind
+        .rival()
+        .any(&client, &name)
         .lock_with_options(&LockOptions::new().owner(Owner::new(100)))
         .await
         .unwrap();
+    let polls = script_calls(&mut raw).await;
     let (tx, mut rx) = mpsc::unbounded_channel();
     for owner in 1..=WAITERS {
-        let lock = client.lock(&name);
+        let lock = kind.any(&client, &name);
         let tx = tx.clone();
         tokio::spawn(async move {
             let g = lock
@@ -156,7 +77,8 @@ async fn defect_1_after_lost_messages_every_waiter_is_rechecked_within_the_inter
             tx.send((acquired, released)).unwrap();
         });
     }
-    wait_numsub(&mut raw, &channel(&name), 1).await;
+    kind.wait_parked(&mut raw, &name, 1, WAITERS as usize, polls)
+        .await;
     sleep(ms(400)).await;
 
     // From here on no message reaches the client.
@@ -169,27 +91,33 @@ async fn defect_1_after_lost_messages_every_waiter_is_rechecked_within_the_inter
             .await
             .unwrap_or_else(|_| {
                 panic!(
-                    "waiter {i} not served within 3 s of the previous release; gaps so far {gaps:?}"
+                    "{kind}: waiter {i} not served within 3 s of the previous release; gaps so \
+                     far {gaps:?}"
                 )
             })
             .unwrap();
         gaps.push(acquired.saturating_duration_since(previous_release));
         previous_release = released;
     }
-    println!("release-to-grant gaps with every message lost: {gaps:?}");
+    println!("{kind}: release-to-grant gaps with every message lost: {gaps:?}");
     for gap in &gaps {
-        assert!(*gap < recheck + ms(400), "gap {gap:?}: {gaps:?}");
+        assert!(*gap < recheck + ms(400), "{kind}: gap {gap:?}: {gaps:?}");
     }
     proxy.clear_modes_for();
     assert!(gone_within(&mut raw, &name, Duration::from_secs(2)).await);
     client.shutdown().await;
 }
 
+per_kind!(at_once multi_thread(2), async fn defect_1_a_stalled_subscription_is_replaced_within_seconds; except {
+    spin: "not applicable: spin waiters poll, they have no subscription to stall",
+    token: "not applicable: token lock waiters poll, they have no subscription to stall",
+});
+
 /// A silently stalled subscription (frozen by the proxy) is noticed by its keep-alive and
 /// replaced within a few seconds, and messages reach the waiter again. Before: nothing noticed
-/// it; the waiter only ever woke on its own re-check.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defect_1_a_stalled_subscription_is_replaced_within_seconds() {
+/// it; the waiter only ever woke on its own re-check. (A fair waiter's messages come on its
+/// own channel.)
+async fn defect_1_a_stalled_subscription_is_replaced_within_seconds(kind: Kind) {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.addr());
     let mut raw = server.conn().await;
@@ -199,12 +127,20 @@ async fn defect_1_a_stalled_subscription_is_replaced_within_seconds() {
         .build()
         .unwrap();
     let name = unique_name("d1-keepalive");
-    foreign_hold(&mut raw, &name, 30_000).await;
+    kind.foreign_hold(&mut raw, &name, 30_000).await;
+    let owner = Owner::new(9);
+    let channel = kind
+        .waiter_channel(&name, &kind.field(&client, owner))
+        .expect("a waiter that subscribes");
     let waiter = {
-        let lock = client.lock(&name);
-        tokio::spawn(async move { lock.lock().await.unwrap() })
+        let lock = kind.any(&client, &name);
+        tokio::spawn(async move {
+            lock.lock_with_options(&LockOptions::new().owner(owner))
+                .await
+                .unwrap()
+        })
     };
-    wait_numsub(&mut raw, &channel(&name), 1).await;
+    common::wait_numsub(&mut raw, &channel, 1).await;
     sleep(ms(200)).await;
 
     let before = proxy.connections_accepted();
@@ -217,21 +153,24 @@ async fn defect_1_a_stalled_subscription_is_replaced_within_seconds() {
         }
         assert!(
             frozen.elapsed() < Duration::from_secs(6),
-            "the frozen subscription was not replaced within 6 s"
+            "{kind}: the frozen subscription was not replaced within 6 s"
         );
         sleep(ms(50)).await;
     }
-    println!("stalled subscription replaced after {:?}", frozen.elapsed());
+    println!(
+        "{kind}: stalled subscription replaced after {:?}",
+        frozen.elapsed()
+    );
     proxy.clear_modes_for();
 
     // A message reaches the waiter again (its re-check is 20 s away).
     let () = raw.del(&name).await.unwrap();
     let start = Instant::now();
     while !waiter.is_finished() {
-        let _: i64 = raw.publish(channel(&name), "0").await.unwrap();
+        let _: i64 = raw.publish(&channel, "0").await.unwrap();
         assert!(
             start.elapsed() < Duration::from_secs(4),
-            "no message reached the waiter after the subscription was replaced"
+            "{kind}: no message reached the waiter after the subscription was replaced"
         );
         sleep(ms(100)).await;
     }
@@ -244,11 +183,14 @@ async fn defect_1_a_stalled_subscription_is_replaced_within_seconds() {
 // 2. `lost()` stays silent for the whole partition
 // -----------------------------------------------------------------------------------------
 
+per_kind!(at_once multi_thread(2), async fn defect_2_a_partitioned_holder_reports_the_loss_before_anyone_else_takes_the_lock);
+
 /// Watchdog 1.5 s, the holder's link frozen: another client takes the lock once its lease
 /// runs out, and the holder's guard must report the loss no later than that. Before: `lost()`
 /// stayed silent until the link healed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defect_2_a_partitioned_holder_reports_the_loss_before_anyone_else_takes_the_lock() {
+async fn defect_2_a_partitioned_holder_reports_the_loss_before_anyone_else_takes_the_lock(
+    kind: Kind,
+) {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.addr());
     let holder = Client::builder()
@@ -263,13 +205,13 @@ async fn defect_2_a_partitioned_holder_reports_the_loss_before_anyone_else_takes
         .build()
         .unwrap();
     let name = unique_name("d2");
-    let guard = holder.lock(&name).lock().await.unwrap();
+    let guard = kind.any(&holder, &name).lock().await.unwrap();
     sleep(ms(700)).await; // at least one renewal confirmed
 
     proxy.set_mode(Mode::Freeze);
     let frozen = Instant::now();
     let taker = {
-        let lock = other.lock(&name);
+        let lock = kind.rival().any(&other, &name);
         tokio::spawn(async move {
             let g = lock.lock().await.unwrap();
             (g, Instant::now())
@@ -285,13 +227,13 @@ async fn defect_2_a_partitioned_holder_reports_the_loss_before_anyone_else_takes
         .unwrap()
         .unwrap();
     println!(
-        "lost reported {:?} after the freeze, the other client took the lock {:?} after it",
+        "{kind}: lost reported {:?} after the freeze, the other client took the lock {:?} after it",
         lost_at - frozen,
         taken_at - frozen
     );
     assert!(
         lost_at <= taken_at,
-        "another client held the lock {:?} before the holder was told",
+        "{kind}: another client held the lock {:?} before the holder was told",
         lost_at - taken_at
     );
     proxy.set_mode(Mode::Pass);
@@ -305,56 +247,66 @@ async fn defect_2_a_partitioned_holder_reports_the_loss_before_anyone_else_takes
 // 3. A reset after Redis ran the acquire loses the grant
 // -----------------------------------------------------------------------------------------
 
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn defect_3_an_acquire_reset_after_it_ran_is_handed_out_or_undone);
+
 /// The connection is reset right after the acquire was forwarded (Redis ran it, the reply
 /// never came). The hold must be handed to the caller or undone, never left; and a retry by
 /// the same owner must not end up holding twice. Before: `lock()` failed while Redis kept the
 /// hold for its whole lease, and the owner's retry re-entered (count 2) and its unlock left
 /// the lock held.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defect_3_an_acquire_reset_after_it_ran_is_handed_out_or_undone_for_every_kind() {
+async fn defect_3_an_acquire_reset_after_it_ran_is_handed_out_or_undone(kind: Kind) {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.addr());
     let mut raw = server.conn().await;
     let client = builder(proxy.url()).build().unwrap();
-    for kind in Kind::ALL {
-        let opts = LockOptions::new().owner(Owner::new(1));
-        warm_up(&client, kind).await;
+    let owner = Owner::new(1);
+    let opts = LockOptions::new().owner(owner);
+    kind.warm_up(&client).await;
 
-        let name = unique_name("d3");
-        let field = kind.field(&client, 1);
-        let trigger = proxy.reset_after(name.as_bytes());
-        let first = kind.lock(&client, &name, &opts).await;
-        assert!(trigger.fired(), "{kind:?}: the proxy did not reset");
-        match first {
-            Ok(guard) => {
-                // Handed to the caller: exactly one hold.
-                assert_eq!(hold_count(&mut raw, &name, &field).await, 1, "{kind:?}");
-                guard.unlock().await.unwrap();
-            }
-            Err(e) => {
-                // Undone: no hold may stay behind.
-                assert!(
-                    gone_within(&mut raw, &name, Duration::from_secs(2)).await,
-                    "{kind:?}: lock() failed ({e}) and left {:?} held",
-                    hash(&mut raw, &name).await
-                );
-            }
+    let name = unique_name("d3");
+    let field = kind.field(&client, owner);
+    let lock = kind.any(&client, &name);
+    let trigger = proxy.reset_after(name.as_bytes());
+    let first = lock.lock_with_options(&opts).await;
+    assert!(trigger.fired(), "{kind}: the proxy did not reset");
+    match first {
+        Ok(guard) => {
+            // Handed to the caller: exactly one hold.
+            assert_eq!(
+                kind.count_in_redis(&mut raw, &name, &field).await,
+                1,
+                "{kind}"
+            );
+            assert_eq!(state(&mut raw, &name).await, kind.state_of(&field, 1));
+            guard.unlock().await.unwrap();
         }
-        assert!(
-            gone_within(&mut raw, &name, Duration::from_secs(2)).await,
-            "{kind:?}"
-        );
-
-        // The same owner again: one hold, and one unlock frees the lock.
-        let guard = kind.lock(&client, &name, &opts).await.unwrap();
-        assert_eq!(hold_count(&mut raw, &name, &field).await, 1, "{kind:?}");
-        guard.unlock().await.unwrap();
-        assert!(
-            gone_within(&mut raw, &name, ms(500)).await,
-            "{kind:?}: still held after the owner's only unlock: {:?}",
-            hash(&mut raw, &name).await
-        );
+        Err(e) => {
+            // Undone: no hold may stay behind.
+            assert!(
+                gone_within(&mut raw, &name, Duration::from_secs(2)).await,
+                "{kind}: lock() failed ({e}) and left {:?} held",
+                state(&mut raw, &name).await
+            );
+        }
     }
+    assert!(
+        gone_within(&mut raw, &name, Duration::from_secs(2)).await,
+        "{kind}"
+    );
+
+    // The same owner again: one hold, and one unlock frees the lock.
+    let guard = lock.lock_with_options(&opts).await.unwrap();
+    assert_eq!(
+        kind.count_in_redis(&mut raw, &name, &field).await,
+        1,
+        "{kind}"
+    );
+    guard.unlock().await.unwrap();
+    assert!(
+        gone_within(&mut raw, &name, ms(500)).await,
+        "{kind}: still held after the owner's only unlock: {:?}",
+        state(&mut raw, &name).await
+    );
     client.shutdown().await;
 }
 
@@ -362,11 +314,12 @@ async fn defect_3_an_acquire_reset_after_it_ran_is_handed_out_or_undone_for_ever
 // 4. A guard is handed back after its lease has expired
 // -----------------------------------------------------------------------------------------
 
+per_kind!(at_once multi_thread(2), async fn defect_4_a_grant_arriving_after_its_lease_is_not_handed_out);
+
 /// Lease 500 ms, every reply to the holder delayed 800 ms: the grant arrives after its lease,
 /// when another client holds the lock. No guard may be handed out for it. Before: the guard
 /// arrived at 0.8 s while the other client had held the lock since 0.5 s.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defect_4_a_grant_arriving_after_its_lease_is_not_handed_out() {
+async fn defect_4_a_grant_arriving_after_its_lease_is_not_handed_out(kind: Kind) {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.addr());
     let mut raw = server.conn().await;
@@ -376,7 +329,7 @@ async fn defect_4_a_grant_arriving_after_its_lease_is_not_handed_out() {
         .build()
         .unwrap();
     let name = unique_name("d4");
-    warm_up(&holder, Kind::Lock).await;
+    kind.warm_up(&holder).await;
 
     proxy.set_mode(Mode::Delay {
         up: Duration::ZERO,
@@ -384,13 +337,14 @@ async fn defect_4_a_grant_arriving_after_its_lease_is_not_handed_out() {
     });
     let lease = LockOptions::new().lease(ms(500)).owner(Owner::new(1));
     let attempt = {
-        let lock = holder.lock(&name);
+        let lock = kind.any(&holder, &name);
         tokio::spawn(async move { lock.try_lock_with_options(ms(1000), &lease).await })
     };
     // The holder's acquire reaches Redis at once; the other client then waits for its lease.
     sleep(ms(100)).await;
+    let rival = kind.rival();
     let taker = {
-        let lock = other.lock(&name);
+        let lock = rival.any(&other, &name);
         tokio::spawn(async move { lock.lock().await.unwrap() })
     };
     let result = timeout(Duration::from_secs(5), attempt)
@@ -403,16 +357,13 @@ async fn defect_4_a_grant_arriving_after_its_lease_is_not_handed_out() {
         .unwrap();
     assert!(
         !matches!(result, Ok(Some(_))),
-        "a guard was handed out for a grant that arrived after its lease: {result:?}"
+        "{kind}: a guard was handed out for a grant that arrived after its lease: {result:?}"
     );
+    let taker_field = rival.field(&other, taken.owner());
     assert_eq!(
-        hold_count(
-            &mut raw,
-            &name,
-            &format!("{}:{}", other.id(), taken.owner())
-        )
-        .await,
-        1
+        state(&mut raw, &name).await,
+        rival.state_of(&taker_field, 1),
+        "{kind}"
     );
     proxy.set_mode(Mode::Pass);
     taken.unlock().await.unwrap();
@@ -425,11 +376,13 @@ async fn defect_4_a_grant_arriving_after_its_lease_is_not_handed_out() {
 // 5. Dead pooled connections fail lock calls that were never sent
 // -----------------------------------------------------------------------------------------
 
+per_kind!(at_once multi_thread(2), async fn defect_5_a_restart_with_aof_fails_no_unlock_and_no_waiter);
+
 /// Redis restarts with AOF (the lock survives): the holder's unlock right after the restart and
 /// every waiting `lock()` must succeed. Before: the unlock failed with "broken pipe" (the
-/// restored lock then blocked everyone for its lease) and 1-2 of 4 waiters failed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defect_5_a_restart_with_aof_fails_no_unlock_and_no_waiter() {
+/// restored lock then blocked everyone for its lease) and 1-2 of 4 waiters failed. (The waiters
+/// of a read holder take the write half.)
+async fn defect_5_a_restart_with_aof_fails_no_unlock_and_no_waiter(kind: Kind) {
     const WAITERS: u64 = 4;
     let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let make = |recheck: Duration| {
@@ -443,10 +396,12 @@ async fn defect_5_a_restart_with_aof_fails_no_unlock_and_no_waiter() {
     let holder = make(Duration::from_secs(1));
     let waiters = make(ms(200));
     let name = unique_name("d5-aof");
-    let guard = holder.lock(&name).lock().await.unwrap();
+    let guard = kind.any(&holder, &name).lock().await.unwrap();
+    let mut raw = server.conn().await;
+    let polls = script_calls(&mut raw).await;
     let tasks: Vec<_> = (1..=WAITERS)
         .map(|owner| {
-            let lock = waiters.lock(&name);
+            let lock = kind.rival().any(&waiters, &name);
             tokio::spawn(async move {
                 let g = lock
                     .lock_with_options(&LockOptions::new().owner(Owner::new(owner)))
@@ -456,8 +411,9 @@ async fn defect_5_a_restart_with_aof_fails_no_unlock_and_no_waiter() {
             })
         })
         .collect();
-    let mut raw = server.conn().await;
-    wait_numsub(&mut raw, &channel(&name), 1).await;
+    kind.rival()
+        .wait_parked(&mut raw, &name, 1, WAITERS as usize, polls)
+        .await;
     sleep(ms(300)).await;
 
     server.stop();
@@ -474,24 +430,25 @@ async fn defect_5_a_restart_with_aof_fails_no_unlock_and_no_waiter() {
     for (i, task) in tasks.into_iter().enumerate() {
         timeout(Duration::from_secs(10), task)
             .await
-            .unwrap_or_else(|_| panic!("waiter {i} not served within 10 s"))
+            .unwrap_or_else(|_| panic!("{kind}: waiter {i} not served within 10 s"))
             .unwrap()
-            .unwrap_or_else(|e| panic!("waiter {i} failed: {e}"));
+            .unwrap_or_else(|e| panic!("{kind}: waiter {i} failed: {e}"));
     }
     assert!(gone_within(&mut raw, &name, Duration::from_secs(2)).await);
     holder.shutdown().await;
     waiters.shutdown().await;
 }
 
+per_kind!(at_once multi_thread(2), async fn defect_5_an_idle_holder_unlocks_after_the_server_closed_its_connection);
+
 /// With the common server setting `timeout 2`, a holder idle for 4 s finds its pooled
 /// connection closed by Redis: its unlock must still release the lock. Before: "broken pipe"
 /// in 0 ms, and the lock stayed for the rest of its lease.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defect_5_an_idle_holder_unlocks_after_the_server_closed_its_connection() {
+async fn defect_5_an_idle_holder_unlocks_after_the_server_closed_its_connection(kind: Kind) {
     let server = RedisServer::start_with(&["--timeout", "2"]);
     let client = builder(server.url()).build().unwrap();
     let name = unique_name("d5-idle");
-    let guard = client.lock(&name).lock().await.unwrap();
+    let guard = kind.any(&client, &name).lock().await.unwrap();
     sleep(Duration::from_secs(4)).await;
     guard
         .unlock()
@@ -500,7 +457,7 @@ async fn defect_5_an_idle_holder_unlocks_after_the_server_closed_its_connection(
     // (A fresh connection: the server closes idle ones, this test's own included.)
     let mut raw = server.conn().await;
     let exists: bool = raw.exists(&name).await.unwrap();
-    assert!(!exists);
+    assert!(!exists, "{kind}");
     client.shutdown().await;
 }
 
@@ -508,12 +465,13 @@ async fn defect_5_an_idle_holder_unlocks_after_the_server_closed_its_connection(
 // 6. A timed-out unlock that lands late deletes the same owner's new hold
 // -----------------------------------------------------------------------------------------
 
+per_kind!(at_once multi_thread(2), async fn defect_6_a_late_unlock_never_deletes_the_owners_new_hold);
+
 /// Command timeout 1 s, the unlock delayed 1.5 s on its way to Redis: the unlock times out,
 /// the same owner re-acquires, then the late unlock lands. It must not delete the new hold
 /// while the new guard says it is valid. Before: it did, and another client got in while the
 /// new guard reported nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defect_6_a_late_unlock_never_deletes_the_owners_new_hold() {
+async fn defect_6_a_late_unlock_never_deletes_the_owners_new_hold(kind: Kind) {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.addr());
     let mut raw = server.conn().await;
@@ -528,16 +486,16 @@ async fn defect_6_a_late_unlock_never_deletes_the_owners_new_hold() {
     let name = unique_name("d6");
     let owner = Owner::new(1);
     // Warm up: the scripts are loaded, so the unlock below runs when it lands.
-    warm_up(&client, Kind::Lock).await;
-    let g1 = client
-        .lock(&name)
+    kind.warm_up(&client).await;
+    let lock = kind.any(&client, &name);
+    let g1 = lock
         .lock_with_options(&LockOptions::new().lease(ms(500)).owner(owner))
         .await
         .unwrap();
 
     // Only the connection that carries the unlock script is slowed down (by the script's
     // SHA, which its EVALSHA names): the owner's next acquire goes out on a fresh connection.
-    let unlock_sha = redis::Script::new(include_str!("../lua/lock/unlock.lua"))
+    let unlock_sha = redis::Script::new(kind.unlock_script())
         .get_hash()
         .to_owned();
     proxy.set_mode_for(
@@ -548,10 +506,9 @@ async fn defect_6_a_late_unlock_never_deletes_the_owners_new_hold() {
         },
     );
     let unlocked = g1.unlock().await;
-    println!("unlock with its request delayed 1.5 s: {unlocked:?}");
+    println!("{kind}: unlock with its request delayed 1.5 s: {unlocked:?}");
 
-    let g2 = client
-        .lock(&name)
+    let g2 = lock
         .lock_with_options(
             &LockOptions::new()
                 .lease(Duration::from_secs(10))
@@ -560,13 +517,13 @@ async fn defect_6_a_late_unlock_never_deletes_the_owners_new_hold() {
         .await
         .unwrap();
     let rival = {
-        let lock = other.lock(&name);
+        let lock = kind.rival().any(&other, &name);
         tokio::spawn(async move { lock.try_lock_for(ms(1500)).await.unwrap() })
     };
     // Well past the moment the delayed unlock reaches Redis.
     sleep(ms(1700)).await;
-    let field = format!("{}:1", client.id());
-    let count = hold_count(&mut raw, &name, &field).await;
+    let field = kind.field(&client, owner);
+    let count = kind.count_in_redis(&mut raw, &name, &field).await;
     let rival = timeout(Duration::from_secs(2), rival)
         .await
         .unwrap()
@@ -574,11 +531,11 @@ async fn defect_6_a_late_unlock_never_deletes_the_owners_new_hold() {
     if !g2.is_lost() {
         assert_eq!(
             count, 1,
-            "the new hold was deleted while its guard says it is valid"
+            "{kind}: the new hold was deleted while its guard says it is valid"
         );
         assert!(
             rival.is_none(),
-            "another client got the lock while the new guard says it is valid"
+            "{kind}: another client got the lock while the new guard says it is valid"
         );
     }
     if let Some(r) = rival {
@@ -594,24 +551,27 @@ async fn defect_6_a_late_unlock_never_deletes_the_owners_new_hold() {
 // 7. FairLock::try_lock_for(800 ms) with Redis stalled returns after 3.9 s
 // -----------------------------------------------------------------------------------------
 
-/// `try_lock_for(wait)` returns within `wait` plus 100 ms (documented), for the fair lock too,
-/// when Redis stalls while the waiter is queued: its give-up cleanup must not be awaited for a
-/// whole command timeout. Before: 3.9 s.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defect_7_a_fair_try_lock_for_returns_within_its_wait_while_redis_is_stalled() {
+per_kind!(at_once multi_thread(2), async fn defect_7_a_try_lock_for_returns_within_its_wait_while_redis_is_stalled);
+
+/// `try_lock_for(wait)` returns within `wait` plus 100 ms (documented), when Redis stalls
+/// while the waiter waits: for the fair kinds, queued, whose give-up cleanup must not be
+/// awaited for a whole command timeout (before: 3.9 s); the other kinds have no cleanup, and
+/// the same bound holds. Once Redis is back the waiter leaves no queue entry.
+async fn defect_7_a_try_lock_for_returns_within_its_wait_while_redis_is_stalled(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = builder(server.url()).build().unwrap();
     let name = unique_name("d7");
-    foreign_hold(&mut raw, &name, 30_000).await;
+    kind.foreign_hold(&mut raw, &name, 30_000).await;
 
+    let polls = script_calls(&mut raw).await;
     let start = Instant::now();
     let waiter = {
-        let lock = client.fair_lock(&name);
+        let lock = kind.any(&client, &name);
         tokio::spawn(async move { lock.try_lock_for(ms(800)).await })
     };
-    // Queued, then Redis stalls until after the wait.
-    wait_llen(&mut raw, &name, 1).await;
+    // Waiting (queued, subscribed or polling), then Redis stalls until after the wait.
+    kind.wait_parked(&mut raw, &name, 1, 1, polls).await;
     server.pause();
     let r = timeout(Duration::from_secs(6), waiter)
         .await
@@ -619,23 +579,12 @@ async fn defect_7_a_fair_try_lock_for_returns_within_its_wait_while_redis_is_sta
         .unwrap();
     let elapsed = start.elapsed();
     server.resume();
-    println!("fair try_lock_for(800 ms), Redis stalled while queued: {elapsed:?}, {r:?}");
+    println!("{kind}: try_lock_for(800 ms), Redis stalled while waiting: {elapsed:?}, {r:?}");
     assert!(!matches!(r, Ok(Some(_))));
-    assert!(elapsed < ms(800 + 100 + 300), "took {elapsed:?}");
+    assert!(elapsed < ms(800 + 100 + 300), "{kind}: took {elapsed:?}");
 
-    // Once Redis is back, the waiter's queue entry is cleaned up.
-    let start = Instant::now();
-    loop {
-        let queued: usize = raw.llen(queue_key(&name)).await.unwrap();
-        if queued == 0 {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "queue entry left behind"
-        );
-        sleep(ms(20)).await;
-    }
+    // Once Redis is back, the waiter's queue entry (and deadline) is cleaned up.
+    kind.wait_no_waiters(&mut raw, &name).await;
     client.shutdown().await;
 }
 
@@ -643,10 +592,11 @@ async fn defect_7_a_fair_try_lock_for_returns_within_its_wait_while_redis_is_sta
 // 8. try_lock_for(Duration::MAX) panics
 // -----------------------------------------------------------------------------------------
 
+per_kind!(at_once multi_thread(2), async fn defect_8_try_lock_for_duration_max_waits_without_a_deadline);
+
 /// A wait too long for the clock means "no deadline". Before: a panic inside the crate
 /// (instant overflow).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defect_8_try_lock_for_duration_max_waits_without_a_deadline() {
+async fn defect_8_try_lock_for_duration_max_waits_without_a_deadline(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = builder(server.url())
@@ -654,18 +604,15 @@ async fn defect_8_try_lock_for_duration_max_waits_without_a_deadline() {
         .build()
         .unwrap();
     let name = unique_name("d8");
-    foreign_hold(&mut raw, &name, 300).await;
-    let g = timeout(
-        Duration::from_secs(5),
-        client.lock(&name).try_lock_for(Duration::MAX),
-    )
-    .await
-    .expect("acquired once the foreign hold expired")
-    .unwrap()
-    .expect("a wait without deadline does not give up");
+    kind.foreign_hold(&mut raw, &name, 300).await;
+    let lock = kind.any(&client, &name);
+    let g = timeout(Duration::from_secs(5), lock.try_lock_for(Duration::MAX))
+        .await
+        .expect("acquired once the foreign hold expired")
+        .unwrap()
+        .expect("a wait without deadline does not give up");
     g.unlock().await.unwrap();
-    let g = client
-        .fair_lock(&name)
+    let g = lock
         .try_lock_with_options(Duration::MAX, &LockOptions::new())
         .await
         .unwrap()
@@ -678,15 +625,20 @@ async fn defect_8_try_lock_for_duration_max_waits_without_a_deadline() {
 // 9. A waiting lock() fails at once on a BUSY reply
 // -----------------------------------------------------------------------------------------
 
+per_kind!(at_once multi_thread(2), async fn defect_9_a_waiting_lock_retries_through_busy);
+
 /// A long script keeps Redis busy; `BUSY` proves the acquire did not run, so a waiting
 /// `lock()` retries within its wait and gets the lock once the script ends. Before: it failed
 /// at once with the BUSY error.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defect_9_a_waiting_lock_retries_through_busy() {
-    let server = RedisServer::start_with(&["--busy-reply-threshold", "100"]);
+async fn defect_9_a_waiting_lock_retries_through_busy(kind: Kind) {
+    // `busy-reply-threshold` (7.0+) was `lua-time-limit` before: whichever the server knows.
+    let server = RedisServer::builder()
+        .args(&["--busy-reply-threshold", "100"])
+        .try_start()
+        .unwrap_or_else(|_| RedisServer::start_with(&["--lua-time-limit", "100"]));
     let client = builder(server.url()).build().unwrap();
     let name = unique_name("d9");
-    warm_up(&client, Kind::Lock).await;
+    kind.warm_up(&client).await;
 
     let busy = {
         let mut con = server.connect();
@@ -703,12 +655,12 @@ async fn defect_9_a_waiting_lock_retries_through_busy() {
     };
     sleep(ms(400)).await;
     let start = Instant::now();
-    let g = timeout(Duration::from_secs(6), client.lock(&name).lock())
+    let g = timeout(Duration::from_secs(6), kind.any(&client, &name).lock())
         .await
         .expect("lock() did not return within 6 s")
         .expect("lock() failed on BUSY instead of waiting");
     println!(
-        "lock() acquired {:?} after starting against a busy Redis",
+        "{kind}: lock() acquired {:?} after starting against a busy Redis",
         start.elapsed()
     );
     g.unlock().await.unwrap();
@@ -720,11 +672,14 @@ async fn defect_9_a_waiting_lock_retries_through_busy() {
 // 10. A free fair lock stays unusable after a waiter is cancelled
 // -----------------------------------------------------------------------------------------
 
-/// The queue's head is woken by an unlock, but its `lock()` is dropped before it takes the
-/// lock: its give-up cleanup must wake the next waiter, so the free lock passes on at once.
-/// Before: the next waiter slept until its own re-check (here 10 s) or the old TTL.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defect_10_a_cancelled_fair_head_wakes_the_next_waiter() {
+per_kind!(at_once multi_thread(2), async fn defect_10_a_cancelled_head_wakes_the_next_waiter);
+
+/// The fair queue's head is woken by an unlock, but its `lock()` is dropped before it takes
+/// the lock: its give-up cleanup must wake the next waiter, so the free lock passes on at once.
+/// Before: the next waiter slept until its own re-check (here 10 s) or the old TTL. (The other
+/// kinds wake a waiter of every client, or poll: the next waiter, on a client of its own, is
+/// served as promptly. The waiters of a read holder take the write half.)
+async fn defect_10_a_cancelled_head_wakes_the_next_waiter(kind: Kind) {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.addr());
     let mut raw = server.conn().await;
@@ -743,21 +698,24 @@ async fn defect_10_a_cancelled_fair_head_wakes_the_next_waiter() {
         .build()
         .unwrap();
     let name = unique_name("d10");
+    let waiting = kind.rival();
 
-    let g = holder.fair_lock(&name).lock().await.unwrap();
+    let g = kind.any(&holder, &name).lock().await.unwrap();
+    let polls = script_calls(&mut raw).await;
     let head_task = {
-        let lock = head.fair_lock(&name);
+        let lock = waiting.any(&head, &name);
         tokio::spawn(async move { lock.lock().await })
     };
-    wait_llen(&mut raw, &name, 1).await;
+    waiting.wait_parked(&mut raw, &name, 1, 1, polls).await;
+    let polls = script_calls(&mut raw).await;
     let next_task = {
-        let lock = next.fair_lock(&name);
+        let lock = waiting.any(&next, &name);
         tokio::spawn(async move {
             let g = lock.lock().await.unwrap();
             (g, Instant::now())
         })
     };
-    wait_llen(&mut raw, &name, 2).await;
+    waiting.wait_parked(&mut raw, &name, 2, 2, polls).await;
     sleep(ms(300)).await;
 
     // The head's link stalls; the unlock wakes it (the message waits in the proxy), and the
@@ -774,7 +732,7 @@ async fn defect_10_a_cancelled_fair_head_wakes_the_next_waiter() {
         .expect("the next waiter was not woken within 3 s of the head leaving")
         .unwrap();
     println!(
-        "next waiter served {:?} after the head's link healed",
+        "{kind}: next waiter served {:?} after the head's link healed",
         acquired - healed
     );
     g2.unlock().await.unwrap();

@@ -13,7 +13,8 @@ use common::{RedisServer, client, fair_client, ms, now_ms, unique_name, wait_lle
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redisson_sync::{
-    Client, CounterHint, HoldMode, LockOptions, Owner, Snapshot, StructureKind, Ttl,
+    Client, LockOptions, Owner, Ttl,
+    inspect::{CounterHint, HoldMode, Snapshot, StructureKind},
 };
 
 /// Every key of the server with its `DUMP` (value and type, byte for byte) and its
@@ -24,11 +25,16 @@ async fn state(raw: &mut MultiplexedConnection) -> Vec<(Vec<u8>, Option<Vec<u8>>
     let mut all = Vec::new();
     for key in keys {
         let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(&key).query_async(raw).await.unwrap();
-        let at: i64 = redis::cmd("PEXPIRETIME")
-            .arg(&key)
-            .query_async(raw)
-            .await
-            .unwrap();
+        // Before 7.0 there is no PEXPIRETIME: whether the key expires (PTTL -1, or > 0 as 1).
+        let at: i64 = match redis::cmd("PEXPIRETIME").arg(&key).query_async(raw).await {
+            Ok(at) => at,
+            Err(_) => redis::cmd("PTTL")
+                .arg(&key)
+                .query_async::<i64>(raw)
+                .await
+                .unwrap()
+                .min(1),
+        };
         all.push((key, dump, at));
     }
     all
@@ -310,7 +316,7 @@ async fn a_write_lock_whose_writer_also_reads_under_a_hash_tag() {
     );
     assert!(s.holders.iter().all(|h| h.this_client));
     assert_eq!(s.read_markers.len(), 1);
-    // With a '{' in the name the markers use the name itself as the prefix (§5.1).
+    // With a '{' in the name the markers use the name itself as the prefix (docs/LAYOUT.md §5.1).
     assert_eq!(
         s.read_markers[0].key,
         format!("{name}:{f}:rwlock_timeout:1")
@@ -557,14 +563,14 @@ async fn listings_are_cut_at_the_limit() {
 
 #[tokio::test]
 async fn a_token_lock_shows_its_one_holder_in_each_format() {
-    use redisson_sync::TokenFormat;
+    use redisson_sync::ValueFormat;
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let c = client(&server);
     for format in [
-        TokenFormat::Random,
-        TokenFormat::ClientId,
-        TokenFormat::ClientIdAndOwner,
+        ValueFormat::Random,
+        ValueFormat::ClientId,
+        ValueFormat::ClientIdAndOwner,
     ] {
         let name = unique_name("inspect-token");
         let guard = c
@@ -579,13 +585,13 @@ async fn a_token_lock_shows_its_one_holder_in_each_format() {
         assert!(matches!(s.ttl, Ttl::Remaining(_)), "{:?}", s.ttl);
         assert_eq!(s.holders.len(), 1);
         let h = &s.holders[0];
-        assert_eq!((h.field.as_str(), h.count), (guard.token(), 1));
+        assert_eq!((h.field.as_str(), h.count), (guard.holder(), 1));
         match format {
-            TokenFormat::ClientIdAndOwner => {
+            ValueFormat::ClientIdAndOwner => {
                 assert_eq!((h.client_id.as_deref(), h.owner), (Some(c.id()), Some(9)));
                 assert!(h.this_client);
             }
-            TokenFormat::ClientId => {
+            ValueFormat::ClientId => {
                 assert_eq!((h.client_id.as_deref(), h.owner), (Some(c.id()), None));
                 assert!(h.this_client);
             }

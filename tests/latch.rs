@@ -1,49 +1,16 @@
 //! The count-down latch (`client.count_down_latch(name)`, Redisson's `RCountDownLatch`), after
-//! Redisson's `RedissonCountDownLatchTest` (docs/LAYOUT.md §10.10): the key and the `0` / `1`
-//! messages on `redisson_countdownlatch__channel__{name}`, waiting, reuse, and bad input.
+//! Redisson's `RedissonCountDownLatchTest` (its layout: docs/LAYOUT.md §6.6): the key and the `0` /
+//! `1` messages on `redisson_countdownlatch__channel__{name}`, waiting, reuse, and bad input.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, client, client_with, dbsize, exists, ms, unique_name, wait_numsub};
-use futures_util::StreamExt;
-use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
+use common::{
+    Messages, Primitive, RedisServer, client, client_with, dbsize, exists, ms, unique_name, value,
+    wait_numsub,
+};
 use redisson_sync::Error;
-
-fn channel(name: &str) -> String {
-    format!("redisson_countdownlatch__channel__{{{name}}}")
-}
-
-async fn value(raw: &mut MultiplexedConnection, name: &str) -> Option<String> {
-    raw.get(name).await.unwrap()
-}
-
-/// A subscription of its own to a latch channel.
-struct Messages(redis::aio::PubSub);
-
-impl Messages {
-    async fn subscribe(server: &RedisServer, channel: &str) -> Self {
-        let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
-        pubsub.subscribe(channel).await.unwrap();
-        Self(pubsub)
-    }
-
-    async fn next(&mut self) -> String {
-        let msg = tokio::time::timeout(Duration::from_secs(2), self.0.on_message().next())
-            .await
-            .expect("no message within 2 s")
-            .unwrap();
-        msg.get_payload().unwrap()
-    }
-
-    async fn none_within(&mut self, d: Duration) {
-        if let Ok(Some(msg)) = tokio::time::timeout(d, self.0.on_message().next()).await {
-            panic!("unexpected message {:?}", msg.get_payload::<String>());
-        }
-    }
-}
 
 #[tokio::test]
 async fn set_count_down_and_open_with_the_exact_keys_and_messages() {
@@ -52,13 +19,9 @@ async fn set_count_down_and_open_with_the_exact_keys_and_messages() {
     let c = client(&server);
     let name = unique_name("latch");
     let latch = c.count_down_latch(&name);
-    let mut messages = Messages::subscribe(&server, &channel(&name)).await;
+    let mut messages = Messages::subscribe(&server, &Primitive::Latch.channel(&name)).await;
 
-    assert_eq!(
-        latch.get_count().await.unwrap(),
-        0,
-        "a missing latch counts 0"
-    );
+    assert_eq!(latch.count().await.unwrap(), 0, "a missing latch counts 0");
     assert!(latch.try_set_count(2).await.unwrap());
     assert_eq!(messages.next().await, "1");
     assert_eq!(value(&mut raw, &name).await.as_deref(), Some("2"));
@@ -66,12 +29,12 @@ async fn set_count_down_and_open_with_the_exact_keys_and_messages() {
     messages.none_within(ms(100)).await;
 
     latch.count_down().await.unwrap();
-    assert_eq!(latch.get_count().await.unwrap(), 1);
+    assert_eq!(latch.count().await.unwrap(), 1);
     messages.none_within(ms(100)).await;
     latch.count_down().await.unwrap();
     assert_eq!(messages.next().await, "0");
     assert!(!exists(&mut raw, &name).await, "deleted at zero");
-    assert_eq!(latch.get_count().await.unwrap(), 0);
+    assert_eq!(latch.count().await.unwrap(), 0);
 
     // Counting down an open latch does nothing and publishes nothing.
     latch.count_down().await.unwrap();
@@ -106,7 +69,7 @@ async fn every_waiter_is_woken_by_the_last_count_down() {
             Instant::now()
         }));
     }
-    wait_numsub(&mut raw, &channel(&name), 1).await;
+    wait_numsub(&mut raw, &Primitive::Latch.channel(&name), 1).await;
     tokio::time::sleep(ms(300)).await;
     assert!(waiters.iter().all(|w| !w.is_finished()));
 
@@ -120,7 +83,7 @@ async fn every_waiter_is_woken_by_the_last_count_down() {
         let latency = woke.saturating_duration_since(opened);
         assert!(latency < ms(500), "woken after {latency:?}");
     }
-    wait_numsub(&mut raw, &channel(&name), 0).await;
+    wait_numsub(&mut raw, &Primitive::Latch.channel(&name), 0).await;
     setter.shutdown().await;
     waiters_client.shutdown().await;
 }
@@ -175,7 +138,7 @@ async fn delete_publishes_the_new_count_message_only_when_there_was_a_latch() {
     let c = client(&server);
     let name = unique_name("latch");
     let latch = c.count_down_latch(&name);
-    let mut messages = Messages::subscribe(&server, &channel(&name)).await;
+    let mut messages = Messages::subscribe(&server, &Primitive::Latch.channel(&name)).await;
     assert!(!latch.delete().await.unwrap());
     messages.none_within(ms(100)).await;
     latch.try_set_count(3).await.unwrap();
@@ -203,16 +166,6 @@ async fn bad_input_is_a_clear_error_and_changes_nothing() {
     ));
     assert_eq!(dbsize(&mut raw).await, before);
 
-    let name = unique_name("lockhash");
-    let () = raw.hset(&name, "f", 1).await.unwrap();
-    let latch = c.count_down_latch(&name);
-    let wrong = |e: Error| matches!(e, Error::WrongType { .. });
-    assert!(wrong(latch.try_set_count(1).await.unwrap_err()));
-    assert!(wrong(latch.count_down().await.unwrap_err()));
-    assert!(wrong(latch.get_count().await.unwrap_err()));
-    assert!(wrong(latch.delete().await.unwrap_err()));
-    assert!(wrong(latch.await_for(ms(100)).await.unwrap_err()));
-    let h: Vec<(String, String)> = raw.hgetall(&name).await.unwrap();
-    assert_eq!(h, vec![("f".to_owned(), "1".to_owned())]);
+    // (A key of another type: `tests/errors.rs`, for every primitive.)
     c.shutdown().await;
 }

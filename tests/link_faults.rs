@@ -1,6 +1,6 @@
-//! The crate-side fault tests of issue 16 (T4 of the reliability design): the link between the
-//! client and Redis breaks and heals (the fault proxy, `testkit::FaultProxy`), and what the
-//! client does afterwards must be as on a link that never broke.
+//! The crate-side fault tests: the link between the client and Redis breaks and heals (the
+//! fault proxy, `testkit::FaultProxy`; the link faults of RELIABILITY.md), and what the client
+//! does afterwards must be as on a link that never broke.
 //!
 //! - After a partition longer than the lease has cost a hold, the watchdog still renews every
 //!   hold taken once the link healed (the regression of Redisson #2515 and #3194: a watchdog
@@ -12,157 +12,27 @@
 //!   queue entry, no subscription; only the fenced locks' token counters, which persist by
 //!   design (as in Redisson).
 //!
-//! Every test starts its own `redis-server`; every loop is bounded in count and time. Timings
-//! are bounds, generous for a loaded 2-core machine.
+//! The first three run once per lock kind (`common::Kind`, `per_kind!`); the ten thousand
+//! attempts spread over every kind. Every test starts its own `redis-server`; every loop is
+//! bounded in count and time. Timings are bounds, generous for a loaded 2-core machine.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{FaultProxy, Mode, RedisServer, command_stats, exists, hash, ms, pttl, unique_name};
+use common::{
+    FaultProxy, Kind, Mode, RedisServer, all_gone_within, all_keys, command_stats, describe_keys,
+    exists, lock_keys, ms, per_kind, pttl, state, subscriptions, unique_name,
+};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use redisson_sync::{AnyLock, Client, LockGuard, LockOptions, Owner};
+use redisson_sync::{Client, LockGuard, LockOptions, Owner};
 use tokio::time::{sleep, timeout};
 
-/// The lock kinds these tests take: `common::Kind`'s four plus the fenced lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum LinkKind {
-    Lock,
-    Fair,
-    Read,
-    Write,
-    Fenced,
-}
-
-impl LinkKind {
-    /// The lock of this kind named `name`, through `client`.
-    fn any(self, client: &Client, name: &str) -> AnyLock {
-        match self {
-            Self::Lock => client.lock(name).into(),
-            Self::Fair => client.fair_lock(name).into(),
-            Self::Read => client.rw_lock(name).read_lock().into(),
-            Self::Write => client.rw_lock(name).write_lock().into(),
-            Self::Fenced => client.fenced_lock(name).into(),
-        }
-    }
-
-    /// The hash field a hold of `owner` through `client` writes.
-    fn field(self, client: &Client, owner: Owner) -> String {
-        match self {
-            Self::Write => format!("{}:{}:write", client.id(), owner.id()),
-            _ => format!("{}:{}", client.id(), owner.id()),
-        }
-    }
-
-    /// The lock hash (sorted, as `common::hash` returns it) of one hold of `owner`.
-    fn hold_hash(self, client: &Client, owner: Owner) -> Vec<(String, String)> {
-        let mut all = vec![(self.field(client, owner), "1".to_owned())];
-        match self {
-            Self::Read => all.push(("mode".to_owned(), "read".to_owned())),
-            Self::Write => all.push(("mode".to_owned(), "write".to_owned())),
-            _ => {}
-        }
-        all.sort();
-        all
-    }
-
-    /// Every key one hold of `owner` on `name` writes, each with the lease as TTL: the lock
-    /// hash, and for the read half its marker key `{name}:<field>:rwlock_timeout:1`.
-    fn hold_keys(self, client: &Client, name: &str, owner: Owner) -> Vec<String> {
-        let mut keys = vec![name.to_owned()];
-        if self == Self::Read {
-            keys.push(format!(
-                "{{{name}}}:{}:rwlock_timeout:1",
-                self.field(client, owner)
-            ));
-        }
-        keys
-    }
-}
-
-/// The prefix of the fenced locks' token counters (`redisson_lock_token:{name}`): strings
-/// without TTL that outlive every hold, by design.
-const TOKEN_PREFIX: &str = "redisson_lock_token:";
-
-/// `KEYS *`, sorted.
-async fn all_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
-    let mut keys: Vec<String> = raw.keys("*").await.unwrap();
-    keys.sort();
-    keys
-}
-
-/// `KEYS *` but the fenced token counters: what a hold, a waiter or a leak writes.
-async fn lock_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
-    let mut keys = all_keys(raw).await;
-    keys.retain(|k| !k.starts_with(TOKEN_PREFIX));
-    keys
-}
-
-/// Describes every key of the server (type, content, PTTL), for failure messages.
-async fn describe_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
-    let mut detail = Vec::new();
-    for k in all_keys(raw).await {
-        let kind: String = redis::cmd("TYPE").arg(&k).query_async(raw).await.unwrap();
-        let content = match kind.as_str() {
-            "hash" => format!("{:?}", hash(raw, &k).await),
-            "list" => format!(
-                "{:?}",
-                raw.lrange::<_, Vec<String>>(&k, 0, -1).await.unwrap()
-            ),
-            "zset" => format!(
-                "{:?}",
-                raw.zrange_withscores::<_, Vec<(String, f64)>>(&k, 0, -1)
-                    .await
-                    .unwrap()
-            ),
-            "string" => format!("{:?}", raw.get::<_, String>(&k).await.unwrap()),
-            other => other.to_owned(),
-        };
-        let ttl = pttl(raw, &k).await;
-        detail.push(format!("{k} ({kind}) {content} pttl {ttl}"));
-    }
-    detail
-}
-
-/// The channels anyone is subscribed to, and the number of pattern subscriptions.
-async fn subscriptions(raw: &mut MultiplexedConnection) -> (Vec<String>, i64) {
-    let mut channels: Vec<String> = redis::cmd("PUBSUB")
-        .arg("CHANNELS")
-        .arg("*")
-        .query_async(raw)
-        .await
-        .unwrap();
-    channels.sort();
-    let patterns: i64 = redis::cmd("PUBSUB")
-        .arg("NUMPAT")
-        .query_async(raw)
-        .await
-        .unwrap();
-    (channels, patterns)
-}
-
-/// Polls (every 20 ms) until none of `keys` exists; `false` if one is still there after
-/// `within`.
-async fn all_gone_within(
-    raw: &mut MultiplexedConnection,
-    keys: &[String],
-    within: Duration,
-) -> bool {
-    let start = Instant::now();
-    loop {
-        let mut any = false;
-        for k in keys {
-            any |= exists(raw, k).await;
-        }
-        if !any {
-            return true;
-        }
-        if start.elapsed() > within {
-            return false;
-        }
-        sleep(ms(20)).await;
-    }
+/// Every key one hold of `owner` through `client` on `name` writes, each with the lease as
+/// TTL: the lock key, and for the read half its marker key `{name}:<field>:rwlock_timeout:1`.
+fn hold_keys(kind: Kind, client: &Client, name: &str, owner: Owner) -> Vec<String> {
+    kind.hold_keys(name, &kind.field(client, owner), 1)
 }
 
 // -----------------------------------------------------------------------------------------
@@ -236,7 +106,7 @@ async fn watch_renewals(
 /// The watchdog must keep both alive for three watchdog timeouts (each key present at every
 /// sample, its PTTL pushed back up again and again), neither guard may report a loss, and the
 /// unlocks must delete the keys.
-async fn heal_then_renew(kind: LinkKind, fault: Mode) {
+async fn heal_then_renew(kind: Kind, fault: Mode) {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.addr());
     let mut raw = server.conn().await;
@@ -271,7 +141,7 @@ async fn heal_then_renew(kind: LinkKind, fault: Mode) {
         );
         sleep(ms(20)).await;
     }
-    let keys_a = kind.hold_keys(&client, &name_a, owner_a);
+    let keys_a = hold_keys(kind, &client, &name_a, owner_a);
     for k in &keys_a {
         assert!(exists(&mut raw, k).await, "{kind:?}: {k} missing");
     }
@@ -333,16 +203,16 @@ async fn heal_then_renew(kind: LinkKind, fault: Mode) {
     .unwrap_or_else(|e| panic!("{kind:?}/{fault:?}: A's re-take after the heal failed: {e}"));
     let taken_after_heal = healed.elapsed();
     assert_eq!(
-        hash(&mut raw, &name_b).await,
-        kind.hold_hash(&client, owner_b)
+        state(&mut raw, &name_b).await,
+        kind.hold_state(&client, owner_b, 1)
     );
     assert_eq!(
-        hash(&mut raw, &name_a).await,
-        kind.hold_hash(&client, owner_a)
+        state(&mut raw, &name_a).await,
+        kind.hold_state(&client, owner_a, 1)
     );
 
     // Three watchdog timeouts: without renewals both would expire within the first.
-    let keys_b = kind.hold_keys(&client, &name_b, owner_b);
+    let keys_b = hold_keys(kind, &client, &name_b, owner_b);
     let watched: Vec<String> = keys_b.iter().chain(&keys_a).cloned().collect();
     let (b_valid, a2_valid) = (b.valid_until(), a2.valid_until());
     let seen = watch_renewals(&mut raw, &watched, WATCHDOG * 3).await;
@@ -384,51 +254,23 @@ async fn heal_then_renew(kind: LinkKind, fault: Mode) {
         .expect("shutdown did not finish");
 }
 
-/// One test per kind and fault: `Blackhole` drops every byte (what was sent during the fault
-/// never arrives), `Freeze` holds them (a TCP partition: delivered late, on heal).
-mod after_the_link_heals_the_watchdog_renews_holds_taken_afterwards {
-    use super::{LinkKind, Mode, heal_then_renew};
+per_kind!(at_once multi_thread(2), async fn after_the_link_heals_the_watchdog_renews_holds_taken_afterwards);
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn lock_blackhole() {
-        heal_then_renew(LinkKind::Lock, Mode::Blackhole).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn fair_blackhole() {
-        heal_then_renew(LinkKind::Fair, Mode::Blackhole).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn fenced_blackhole() {
-        heal_then_renew(LinkKind::Fenced, Mode::Blackhole).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn read_blackhole() {
-        heal_then_renew(LinkKind::Read, Mode::Blackhole).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn write_blackhole() {
-        heal_then_renew(LinkKind::Write, Mode::Blackhole).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn lock_freeze() {
-        heal_then_renew(LinkKind::Lock, Mode::Freeze).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn fair_freeze() {
-        heal_then_renew(LinkKind::Fair, Mode::Freeze).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn fenced_freeze() {
-        heal_then_renew(LinkKind::Fenced, Mode::Freeze).await;
-    }
+/// Both faults at once, each on a server and proxy of its own: `Blackhole` drops every byte
+/// (what was sent during the fault never arrives), `Freeze` holds them (a TCP partition:
+/// delivered late, on heal).
+async fn after_the_link_heals_the_watchdog_renews_holds_taken_afterwards(kind: Kind) {
+    tokio::join!(
+        heal_then_renew(kind, Mode::Blackhole),
+        heal_then_renew(kind, Mode::Freeze)
+    );
 }
+
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn a_guard_lost_in_a_partition_never_releases_the_owners_newer_hold; except {}; bug {
+    nonreentrant: "bug: the owner cannot take the lock again while it keeps a guard it knows lost (lease ended in a partition, key expired): NotReentrant, without asking Redis",
+    nonreentrant_fair: "bug: the owner cannot take the lock again while it keeps a guard it knows lost (lease ended in a partition, key expired): NotReentrant, without asking Redis",
+    token: "bug: the owner cannot take the lock again while it keeps a guard it knows lost (lease ended in a partition, key expired): NotReentrant, without asking Redis",
+});
 
 /// Regression (found by this file): a guard lost during a partition (its lease ran out
 /// unconfirmed) must never release the same owner's newer hold, whether it is unlocked or
@@ -436,151 +278,151 @@ mod after_the_link_heals_the_watchdog_renews_holds_taken_afterwards {
 /// the old hold was gone, but the lease kept its first loss reason (`Expired`, for which the
 /// release is still sent in case the hold is still there): the stale release deleted the new
 /// hold, and another client could take the lock while the new guard said it was valid.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_guard_lost_in_a_partition_never_releases_the_owners_newer_hold() {
-    let mut failures = Vec::new();
-    for (kind, by_drop) in [
-        (LinkKind::Lock, false),
-        (LinkKind::Fair, false),
-        (LinkKind::Read, false),
-        (LinkKind::Write, false),
-        (LinkKind::Fenced, false),
-        (LinkKind::Lock, true),
-        (LinkKind::Write, true),
-    ] {
-        let server = RedisServer::start();
-        let proxy = FaultProxy::start(server.addr());
-        let mut raw = server.conn().await;
-        let client = Client::builder()
-            .url(proxy.url())
-            .watchdog_timeout(WATCHDOG)
-            .command_timeout(ms(1000))
-            .build()
-            .unwrap();
-        let other = Client::open(server.url()).unwrap();
-        let name = unique_name("stale");
-        let owner = Owner::new(1);
-        let opts = LockOptions::new().owner(owner);
-        let lock = kind.any(&client, &name);
-        let old = lock.lock_with_options(&opts).await.unwrap();
-
-        proxy.set_mode(Mode::Freeze);
-        timeout(WATCHDOG + ms(1000), old.lost())
-            .await
-            .expect("no loss reported during the partition");
-        let keys = kind.hold_keys(&client, &name, owner);
-        assert!(all_gone_within(&mut raw, &keys, WATCHDOG).await, "{kind:?}");
-        proxy.set_mode(Mode::Pass);
-
-        // The same owner takes the lock again; then the old guard is unlocked or dropped.
-        let new = lock.lock_with_options(&opts).await.unwrap();
-        assert_eq!(hash(&mut raw, &name).await, kind.hold_hash(&client, owner));
-        let stale = if by_drop {
-            drop(old);
-            // A release on drop would run in a task of the client: give it time to land.
-            sleep(ms(500)).await;
-            None
-        } else {
-            Some(old.unlock().await)
-        };
-        if let Some(Ok(())) = stale {
-            failures.push(format!("{kind:?}: the stale guard's unlock succeeded"));
-        }
-        let after = hash(&mut raw, &name).await;
-        if after != kind.hold_hash(&client, owner) {
-            let rival = kind
-                .any(&other, &name)
-                .try_lock_with_options(Duration::ZERO, &LockOptions::new())
-                .await
-                .unwrap();
-            failures.push(format!(
-                "{kind:?} (by drop: {by_drop}): the stale guard's release ({stale:?}) left \
-                 {after:?}; another client then acquired: {}, while the new guard reported \
-                 lost: {}",
-                rival.is_some(),
-                new.is_lost()
-            ));
-            if let Some(r) = rival {
-                r.unlock().await.unwrap();
-            }
-        }
-        assert!(!new.is_lost(), "{kind:?}: the new guard reports lost");
-        new.unlock().await.unwrap();
-        assert!(lock_keys(&mut raw).await.is_empty(), "{kind:?}");
-        client.shutdown().await;
-        other.shutdown().await;
-    }
+///
+/// The stale guard unlocked and dropped, at once, each on a server and proxy of its own. (The
+/// kinds that refuse a re-entry refuse the owner's re-take while it keeps the lost guard,
+/// which the reentrant kinds grant once Redis shows the old hold gone.)
+async fn a_guard_lost_in_a_partition_never_releases_the_owners_newer_hold(kind: Kind) {
+    let (unlocked, dropped) = tokio::join!(stale_guard(kind, false), stale_guard(kind, true));
+    let failures: Vec<String> = unlocked.into_iter().chain(dropped).collect();
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// One stale guard of `kind`, unlocked or dropped (`by_drop`) after the owner re-took the lock;
+/// what went wrong, if anything.
+async fn stale_guard(kind: Kind, by_drop: bool) -> Option<String> {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let mut raw = server.conn().await;
+    let client = Client::builder()
+        .url(proxy.url())
+        .watchdog_timeout(WATCHDOG)
+        .command_timeout(ms(1000))
+        .build()
+        .unwrap();
+    let other = Client::open(server.url()).unwrap();
+    let name = unique_name("stale");
+    let owner = Owner::new(1);
+    let opts = LockOptions::new().owner(owner);
+    let lock = kind.any(&client, &name);
+    let old = lock.lock_with_options(&opts).await.unwrap();
+
+    proxy.set_mode(Mode::Freeze);
+    timeout(WATCHDOG + ms(1000), old.lost())
+        .await
+        .expect("no loss reported during the partition");
+    let keys = hold_keys(kind, &client, &name, owner);
+    assert!(all_gone_within(&mut raw, &keys, WATCHDOG).await, "{kind:?}");
+    proxy.set_mode(Mode::Pass);
+
+    // The same owner takes the lock again; then the old guard is unlocked or dropped.
+    let new = lock.lock_with_options(&opts).await.unwrap();
+    let expected = kind.hold_state(&client, owner, 1);
+    assert_eq!(state(&mut raw, &name).await, expected);
+    let stale = if by_drop {
+        drop(old);
+        // A release on drop would run in a task of the client: give it time to land.
+        sleep(ms(500)).await;
+        None
+    } else {
+        Some(old.unlock().await)
+    };
+    let mut failure = None;
+    if let Some(Ok(())) = stale {
+        failure = Some(format!("{kind:?}: the stale guard's unlock succeeded"));
+    }
+    let after = state(&mut raw, &name).await;
+    if after != expected {
+        let rival = kind
+            .any(&other, &name)
+            .try_lock_with_options(Duration::ZERO, &LockOptions::new())
+            .await
+            .unwrap();
+        failure = Some(format!(
+            "{kind:?} (by drop: {by_drop}): the stale guard's release ({stale:?}) left \
+             {after:?}; another client then acquired: {}, while the new guard reported \
+             lost: {}",
+            rival.is_some(),
+            new.is_lost()
+        ));
+        if let Some(r) = rival {
+            r.unlock().await.unwrap();
+        }
+    }
+    assert!(!new.is_lost(), "{kind:?}: the new guard reports lost");
+    new.unlock().await.unwrap();
+    assert!(lock_keys(&mut raw).await.is_empty(), "{kind:?}");
+    client.shutdown().await;
+    other.shutdown().await;
+    failure
+}
+
+per_kind!(at_once multi_thread(2), async fn an_unlock_delayed_past_the_lease_never_deletes_the_next_holders_lock);
 
 /// An unlock delayed on the link past the hold's lease reaches Redis after another client was
 /// granted the lock: it must not delete that holder's lock (the release is owner-checked), and
 /// it reports that the hold was not there.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unlock_delayed_past_the_lease_never_deletes_the_next_holders_lock() {
-    for kind in [
-        LinkKind::Lock,
-        LinkKind::Fair,
-        LinkKind::Write,
-        LinkKind::Fenced,
-    ] {
-        let server = RedisServer::start();
-        let proxy = FaultProxy::start(server.addr());
-        let mut raw = server.conn().await;
-        let client = Client::builder()
-            .url(proxy.url())
-            .command_timeout(ms(3000))
-            .build()
-            .unwrap();
-        let other = Client::builder()
-            .url(server.url())
-            .recheck_interval(ms(50))
-            .build()
-            .unwrap();
-        let name = unique_name("late-unlock");
-        let lease = ms(800);
-        let first = kind
-            .any(&client, &name)
-            .lock_with_options(&LockOptions::new().owner(Owner::new(1)).lease(lease))
-            .await
-            .unwrap();
-
-        // Every byte to Redis now takes 1.5 s: the unlock lands ~0.7 s after the lease ended.
-        proxy.set_mode(Mode::Delay {
-            up: ms(1500),
-            down: Duration::ZERO,
-        });
-        let unlock = tokio::spawn(async move { first.unlock().await });
-        let next_owner = Owner::new(2);
-        let next = timeout(
-            Duration::from_secs(3),
-            kind.any(&other, &name)
-                .lock_with_options(&LockOptions::new().owner(next_owner)),
-        )
-        .await
-        .expect("the next holder was not granted the lock after the lease")
+///
+/// (The next holder of a read lock takes the write half: another reader would not wait for
+/// the lease.)
+async fn an_unlock_delayed_past_the_lease_never_deletes_the_next_holders_lock(kind: Kind) {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let mut raw = server.conn().await;
+    let client = Client::builder()
+        .url(proxy.url())
+        .command_timeout(ms(3000))
+        .build()
         .unwrap();
-        let expected = kind.hold_hash(&other, next_owner);
-        let result = timeout(Duration::from_secs(6), unlock)
-            .await
-            .expect("the delayed unlock never returned")
-            .unwrap();
-        assert!(
-            result.as_ref().is_err_and(|e| e.is_not_held()),
-            "{kind:?}: the late unlock returned {result:?}"
-        );
-        assert_eq!(
-            hash(&mut raw, &name).await,
-            expected,
-            "{kind:?}: the late unlock touched the next holder's lock"
-        );
-        assert!(pttl(&mut raw, &name).await > 0, "{kind:?}");
-        proxy.set_mode(Mode::Pass);
-        next.unlock().await.unwrap();
-        assert!(lock_keys(&mut raw).await.is_empty(), "{kind:?}");
-        client.shutdown().await;
-        other.shutdown().await;
-    }
+    let other = Client::builder()
+        .url(server.url())
+        .recheck_interval(ms(50))
+        .build()
+        .unwrap();
+    let name = unique_name("late-unlock");
+    let lease = ms(800);
+    let first = kind
+        .any(&client, &name)
+        .lock_with_options(&LockOptions::new().owner(Owner::new(1)).lease(lease))
+        .await
+        .unwrap();
+
+    // Every byte to Redis now takes 1.5 s: the unlock lands ~0.7 s after the lease ended.
+    proxy.set_mode(Mode::Delay {
+        up: ms(1500),
+        down: Duration::ZERO,
+    });
+    let unlock = tokio::spawn(async move { first.unlock().await });
+    let next_owner = Owner::new(2);
+    let next = timeout(
+        Duration::from_secs(3),
+        kind.rival()
+            .any(&other, &name)
+            .lock_with_options(&LockOptions::new().owner(next_owner)),
+    )
+    .await
+    .expect("the next holder was not granted the lock after the lease")
+    .unwrap();
+    let expected = kind.rival().hold_state(&other, next_owner, 1);
+    let result = timeout(Duration::from_secs(6), unlock)
+        .await
+        .expect("the delayed unlock never returned")
+        .unwrap();
+    assert!(
+        result.as_ref().is_err_and(|e| e.is_not_held()),
+        "{kind:?}: the late unlock returned {result:?}"
+    );
+    assert_eq!(
+        state(&mut raw, &name).await,
+        expected,
+        "{kind:?}: the late unlock touched the next holder's lock"
+    );
+    assert!(pttl(&mut raw, &name).await > 0, "{kind:?}");
+    proxy.set_mode(Mode::Pass);
+    next.unlock().await.unwrap();
+    assert!(lock_keys(&mut raw).await.is_empty(), "{kind:?}");
+    client.shutdown().await;
+    other.shutdown().await;
 }
 
 // -----------------------------------------------------------------------------------------
@@ -616,18 +458,23 @@ const ATTEMPTS_PER_TASK: usize = 1250;
 const DELAYS: [(u64, u64); 4] = [(2, 3), (1, 6), (4, 0), (3, 3)];
 
 /// The shared names (indices into the names array) and the kinds each is taken as: a name is
-/// only ever used by kinds that share its layout (as in Redisson, where one name is one kind).
+/// only ever used by kinds that share its layout (as in Redisson, where one name is one kind):
+/// the lock's hash (the lock, fenced, spin and non-reentrant locks), the fair lock's hash and
+/// queue (both fair kinds), the read-write lock's hash (both halves), the token lock's string.
+/// Every kind of `Kind::ALL` is taken.
 const PLAIN_A: usize = 0;
 const FAIR: usize = 1;
 const RW: usize = 2;
 const PLAIN_B: usize = 3;
+const TOKEN: usize = 4;
 
 /// The kinds a name of index `i` is taken as.
-fn kinds_of(i: usize) -> &'static [LinkKind] {
+fn kinds_of(i: usize) -> &'static [Kind] {
     match i {
-        PLAIN_A | PLAIN_B => &[LinkKind::Lock, LinkKind::Fenced],
-        FAIR => &[LinkKind::Fair],
-        RW => &[LinkKind::Write, LinkKind::Read],
+        PLAIN_A | PLAIN_B => &[Kind::Lock, Kind::Fenced, Kind::Spin, Kind::NonReentrant],
+        FAIR => &[Kind::Fair, Kind::NonReentrantFair],
+        RW => &[Kind::Write, Kind::Read],
+        TOKEN => &[Kind::Token],
         _ => panic!("no name of index {i}"),
     }
 }
@@ -654,7 +501,7 @@ struct Tally {
     cancelled_abort: usize,
     acquire_errors: Vec<String>,
     unlock_errors: Vec<String>,
-    per_kind_acquired: [usize; 5],
+    per_kind_acquired: [usize; 9],
 }
 
 impl Tally {
@@ -679,14 +526,9 @@ impl Tally {
     }
 }
 
-fn kind_index(kind: LinkKind) -> usize {
-    match kind {
-        LinkKind::Lock => 0,
-        LinkKind::Fair => 1,
-        LinkKind::Read => 2,
-        LinkKind::Write => 3,
-        LinkKind::Fenced => 4,
-    }
+/// The index of `kind` in [`Kind::ALL`] (and in `Tally::per_kind_acquired`).
+fn kind_index(kind: Kind) -> usize {
+    Kind::ALL.iter().position(|&k| k == kind).unwrap()
 }
 
 /// Releases an acquired hold at once: half explicit unlocks, half releases on drop.
@@ -835,7 +677,7 @@ async fn cancelled_acquires_under_delay() {
         .recheck_interval(ms(100))
         .build()
         .unwrap();
-    let names: Vec<String> = ["plain-a", "fair", "rw", "plain-b"]
+    let names: Vec<String> = ["plain-a", "fair", "rw", "plain-b", "token"]
         .iter()
         .map(|p| unique_name(&format!("link-cancel-{p}")))
         .collect();
@@ -892,7 +734,7 @@ async fn cancelled_acquires_under_delay() {
         "{total} acquire attempts over a delaying proxy in {ran:?} ({changes} delay changes): \
          {} acquired, {} cancelled ({} by timeout, {} by a lost select! branch, {} by abort), \
          {} acquire errors, {} unlock errors; acquired per kind \
-         [lock, fair, read, write, fenced] = {:?}",
+         {:?} = {:?}",
         tally.acquired,
         tally.cancelled(),
         tally.cancelled_timeout,
@@ -900,6 +742,13 @@ async fn cancelled_acquires_under_delay() {
         tally.cancelled_abort,
         tally.acquire_errors.len(),
         tally.unlock_errors.len(),
+        Kind::ALL.map(|k| k.label()),
+        tally.per_kind_acquired
+    );
+    // Every kind was taken.
+    assert!(
+        tally.per_kind_acquired.iter().all(|&n| n > 0),
+        "{:?}",
         tally.per_kind_acquired
     );
     assert_eq!(
@@ -961,8 +810,8 @@ async fn cancelled_acquires_under_delay() {
                 );
             };
             assert_eq!(
-                hash(&mut raw, name).await,
-                kind.hold_hash(&client, owner),
+                state(&mut raw, name).await,
+                kind.hold_state(&client, owner, 1),
                 "{kind:?} {name}"
             );
             guard.unlock().await.unwrap();
@@ -973,7 +822,7 @@ async fn cancelled_acquires_under_delay() {
     let tokens: Vec<String> = {
         let mut t: Vec<String> = [PLAIN_A, PLAIN_B]
             .iter()
-            .map(|&i| format!("{TOKEN_PREFIX}{{{}}}", names[i]))
+            .map(|&i| common::token_key(&names[i]))
             .collect();
         t.sort();
         t

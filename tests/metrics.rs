@@ -124,7 +124,7 @@ fn has(labels: &[(String, String)], want: &[(&str, &str)]) -> bool {
 
 /// A client of `server` recording the name label, with this watchdog timeout and re-check
 /// interval.
-fn client(server: &RedisServer, watchdog: Duration, recheck: Duration) -> Client {
+fn labelled_client(server: &RedisServer, watchdog: Duration, recheck: Duration) -> Client {
     snapshotter();
     Client::builder()
         .url(server.url())
@@ -155,7 +155,7 @@ async fn eventually(name: Option<&str>, what: &str, check: impl Fn(&Store) -> bo
 #[tokio::test]
 async fn a_lock_sequence_is_counted_exactly() {
     let server = RedisServer::start();
-    let client = client(&server, ms(300), ms(50));
+    let client = labelled_client(&server, ms(300), ms(50));
     let outsider = Client::open(server.url()).unwrap();
     let name = unique_name("metrics:lock");
     let lock = client.lock(&name);
@@ -233,7 +233,7 @@ async fn a_lock_sequence_is_counted_exactly() {
 #[tokio::test]
 async fn kinds_are_labelled_and_permits_are_holds() {
     let server = RedisServer::start();
-    let client = client(&server, Duration::from_secs(30), ms(50));
+    let client = labelled_client(&server, Duration::from_secs(30), ms(50));
 
     let fair = unique_name("metrics:fair");
     let guard = client.fair_lock(&fair).lock().await.unwrap();

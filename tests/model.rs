@@ -1,4 +1,4 @@
-//! Model-based test (RELIABILITY_TESTS.md T13a): random sequences of lock operations by several
+//! Model-based test: random sequences of lock operations by several
 //! owners on two clients, run against a real Redis and against a model of Redisson's hash
 //! semantics (one holder field `<client id>:<owner>` with a hold count, force unlock deletes),
 //! compared step by step. Seeds are fixed and printed, so a failure replays exactly.

@@ -1,5 +1,5 @@
 //! `MultiLock` (Redisson's `RedissonMultiLock`, docs/LAYOUT.md §6.7), after Redisson's
-//! `RedissonMultiLockTest` (§10.11): all or nothing in list order, held and released as a
+//! `RedissonMultiLockTest`: all or nothing in list order, held and released as a
 //! whole, a second multi-lock waiting for the first, one winner among contenders, locks of
 //! mixed kinds and on separate servers, and bad input. Every test asserts which keys and hash
 //! fields exist on the servers.
@@ -8,9 +8,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Kind, RedisServer, client, exists, hash, ms, pttl, unique_name};
-use redis::aio::MultiplexedConnection;
-use redisson_sync::{AnyLock, Client, Error, LockOptions, MultiLock, Owner};
+use common::{Kind, RedisServer, State, client, exists, ms, pttl, state, unique_name, wait_gone};
+use redisson_sync::{Client, DistributedLock, Error, LockOptions, MultiLock, Owner};
 
 /// Upper bound of every poll loop of this file.
 const POLL_LIMIT: Duration = Duration::from_secs(5);
@@ -25,18 +24,9 @@ fn multi(client: &Client, names: &[String]) -> MultiLock {
     MultiLock::new(names.iter().map(|n| client.lock(n))).unwrap()
 }
 
-/// Polls until `key` is absent; panics after [`POLL_LIMIT`].
-async fn wait_absent(raw: &mut MultiplexedConnection, key: &str) {
-    let start = Instant::now();
-    while exists(raw, key).await {
-        assert!(start.elapsed() < POLL_LIMIT, "{key} is still there");
-        tokio::time::sleep(ms(10)).await;
-    }
-}
-
-/// The hash of one reentrant-lock hold of `owner` through `client`.
-fn held_by(client: &Client, owner: Owner) -> Vec<(String, String)> {
-    Kind::Lock.hold_hash(client, owner, 1)
+/// The lock hash of one reentrant-lock hold of `owner` through `client`.
+fn held_by(client: &Client, owner: Owner) -> State {
+    Kind::Lock.hold_state(client, owner, 1)
 }
 
 #[tokio::test]
@@ -61,7 +51,7 @@ async fn all_or_nothing_when_another_client_holds_the_second_lock() {
     // Nothing of the attempt is left: the first lock was released, the third never taken.
     assert!(!exists(&mut raw, &n[0]).await, "first lock released");
     assert!(!exists(&mut raw, &n[2]).await, "third lock never taken");
-    assert_eq!(hash(&mut raw, &n[1]).await, held_by(&other, stranger));
+    assert_eq!(state(&mut raw, &n[1]).await, held_by(&other, stranger));
 
     // One attempt each, no wait: the same.
     assert!(ml.try_lock().await.unwrap().is_none());
@@ -73,7 +63,7 @@ async fn all_or_nothing_when_another_client_holds_the_second_lock() {
     let guard = ml.try_lock_for(ms(300)).await.unwrap().expect("all free");
     let owner = guard.owner();
     for name in &n {
-        assert_eq!(hash(&mut raw, name).await, held_by(&c, owner));
+        assert_eq!(state(&mut raw, name).await, held_by(&c, owner));
     }
     guard.unlock().await.unwrap();
     c.shutdown().await;
@@ -91,13 +81,13 @@ async fn held_and_released_as_a_whole() {
 
     let guard = ml.lock().await.unwrap();
     let owner = guard.owner();
-    assert_eq!(guard.guards().len(), 3);
+    assert_eq!(guard.parts().len(), 3);
     assert_eq!(guard.needed(), 3);
     assert!(!guard.is_lost());
     assert!(guard.valid_until() > std::time::Instant::now() + Duration::from_secs(25));
-    for (name, g) in n.iter().zip(guard.guards()) {
+    for (name, g) in n.iter().zip(guard.parts()) {
         assert_eq!(g.name(), name, "guards in list order");
-        assert_eq!(hash(&mut raw, name).await, held_by(&c, owner));
+        assert_eq!(state(&mut raw, name).await, held_by(&c, owner));
         let ttl = pttl(&mut raw, name).await;
         assert!(
             (25_000..=30_000).contains(&ttl),
@@ -117,7 +107,7 @@ async fn held_and_released_as_a_whole() {
     // With an explicit lease: each lock is taken with that lease, and no TTL is changed later.
     let opts = LockOptions::new().lease(Duration::from_secs(10));
     let guard = ml.lock_with_options(&opts).await.unwrap();
-    for (name, g) in n.iter().zip(guard.guards()) {
+    for (name, g) in n.iter().zip(guard.parts()) {
         assert_eq!(g.lease(), Some(Duration::from_secs(10)));
         let ttl = pttl(&mut raw, name).await;
         assert!((9_000..=10_000).contains(&ttl), "pttl {ttl}");
@@ -125,7 +115,7 @@ async fn held_and_released_as_a_whole() {
     // Dropped: released as a whole, in the background.
     drop(guard);
     for name in &n {
-        wait_absent(&mut raw, name).await;
+        wait_gone(&mut raw, name, POLL_LIMIT).await;
     }
     c.shutdown().await;
     other.shutdown().await;
@@ -162,7 +152,7 @@ async fn a_second_multi_lock_waits_until_the_first_releases() {
     let owner2 = guard2.owner();
     assert!(!exists(&mut raw, &n[0]).await);
     for name in &n[1..] {
-        assert_eq!(hash(&mut raw, name).await, held_by(&c, owner2));
+        assert_eq!(state(&mut raw, name).await, held_by(&c, owner2));
     }
     guard2.unlock().await.unwrap();
     for name in &n {
@@ -196,7 +186,7 @@ async fn one_of_ten_contenders_wins_with_a_lease() {
     let winner = winners.pop().unwrap();
     for name in &n {
         assert_eq!(
-            hash(&mut raw, name).await,
+            state(&mut raw, name).await,
             held_by(&c, winner.owner()),
             "only the winner holds {name}"
         );
@@ -217,14 +207,20 @@ async fn locks_of_mixed_kinds() {
     let (c, other) = (client(&server), client(&server));
     let n = names(3);
     let kinds = [Kind::Lock, Kind::Fair, Kind::Write];
-    let ml = MultiLock::new(kinds.iter().zip(&n).map(|(k, name)| k.any(&c, name))).unwrap();
+    let ml = MultiLock::new(
+        kinds
+            .iter()
+            .zip(&n)
+            .map(|(k, name)| k.any(&c, name).into_dyn()),
+    )
+    .unwrap();
 
     let guard = ml.lock().await.unwrap();
     let owner = guard.owner();
     for (kind, name) in kinds.iter().zip(&n) {
         assert_eq!(
-            hash(&mut raw, name).await,
-            kind.hold_hash(&c, owner, 1),
+            state(&mut raw, name).await,
+            kind.hold_state(&c, owner, 1),
             "{kind} {name}"
         );
     }
@@ -259,8 +255,8 @@ async fn locks_of_mixed_kinds() {
     assert!(!exists(&mut raw, &n[1]).await);
     Kind::Fair.wait_no_waiters(&mut raw, &n[1]).await;
     assert_eq!(
-        hash(&mut raw, &n[2]).await,
-        Kind::Read.hold_hash(&other, reader.owner(), 1)
+        state(&mut raw, &n[2]).await,
+        Kind::Read.hold_state(&other, reader.owner(), 1)
     );
     reader.unlock().await.unwrap();
     c.shutdown().await;
@@ -287,13 +283,13 @@ async fn locks_on_three_separate_servers() {
     let guard = ml.lock().await.unwrap();
     let owner = guard.owner();
     for (raw, c) in raws.iter_mut().zip(&clients) {
-        assert_eq!(hash(raw, &name).await, held_by(c, owner));
+        assert_eq!(state(raw, &name).await, held_by(c, owner));
     }
     assert!(rival.try_lock().await.unwrap().is_none());
     assert!(rival.try_lock_for(ms(200)).await.unwrap().is_none());
     for (raw, c) in raws.iter_mut().zip(&clients) {
         assert_eq!(
-            hash(raw, &name).await,
+            state(raw, &name).await,
             held_by(c, owner),
             "rival left nothing"
         );
@@ -321,9 +317,9 @@ async fn a_dropped_acquisition_leaves_nothing() {
 
     let attempt = tokio::time::timeout(ms(200), ml.try_lock_for(Duration::from_secs(5))).await;
     assert!(attempt.is_err(), "still waiting for the third lock");
-    wait_absent(&mut raw, &n[0]).await;
-    wait_absent(&mut raw, &n[1]).await;
-    assert_eq!(hash(&mut raw, &n[2]).await, held_by(&other, held.owner()));
+    wait_gone(&mut raw, &n[0], POLL_LIMIT).await;
+    wait_gone(&mut raw, &n[1], POLL_LIMIT).await;
+    assert_eq!(state(&mut raw, &n[2]).await, held_by(&other, held.owner()));
     held.unlock().await.unwrap();
     c.shutdown().await;
     other.shutdown().await;
@@ -337,12 +333,7 @@ async fn a_short_lease_is_lost_as_a_whole() {
     let opts = LockOptions::new().lease(ms(300));
     let guard = ml.lock_with_options(&opts).await.unwrap();
     assert!(!guard.is_lost());
-    let earliest = guard
-        .guards()
-        .iter()
-        .map(|g| g.valid_until())
-        .min()
-        .unwrap();
+    let earliest = guard.parts().iter().map(|g| g.valid_until()).min().unwrap();
     assert_eq!(guard.valid_until(), earliest);
     tokio::time::timeout(Duration::from_secs(2), guard.lost())
         .await
@@ -359,14 +350,14 @@ async fn bad_input_is_refused() {
     let (c, other) = (client(&server), client(&server));
     let name = unique_name("multi");
 
-    let empty = MultiLock::new(Vec::<AnyLock>::new());
+    let empty = MultiLock::new(Vec::<Box<dyn DistributedLock>>::new());
     assert!(matches!(empty, Err(Error::InvalidArgument(_))), "{empty:?}");
 
     let twice = MultiLock::new([c.lock(&name), c.lock(&name)]);
     assert!(matches!(twice, Err(Error::InvalidArgument(_))), "{twice:?}");
     // One client (a clone is the same client), one name: one Redis key, whatever the kinds.
     let kinds = MultiLock::new([
-        AnyLock::from(c.lock(&name)),
+        Box::new(c.lock(&name)) as Box<dyn DistributedLock>,
         c.clone().rw_lock(&name).write_lock().into(),
     ]);
     assert!(matches!(kinds, Err(Error::InvalidArgument(_))), "{kinds:?}");

@@ -1,6 +1,6 @@
 //! The permit-expirable semaphore (`client.permit_expirable_semaphore(name)`, Redisson's
 //! `RPermitExpirableSemaphore`), after Redisson's `RedissonPermitExpirableSemaphoreTest`
-//! (docs/LAYOUT.md §10.9): permit ids as raw 16 bytes in `{name}:timeout` and 32 hex
+//! (its layout: docs/LAYOUT.md §6.5): permit ids as raw 16 bytes in `{name}:timeout` and 32 hex
 //! characters in the API, scores, the reclaim of expired permits, waiting for an expiry,
 //! all-or-nothing release, leases, and bad input.
 
@@ -9,7 +9,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    RedisServer, client, client_with, dbsize, exists, ms, now_ms, unique_name, wait_numsub,
+    Primitive, RedisServer, client, client_with, dbsize, exists, ms, now_ms, unique_name, value,
+    wait_numsub,
 };
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
@@ -17,13 +18,12 @@ use redisson_sync::{Error, PermitId};
 
 const NO_EXPIRY: f64 = 922_337_203_685_477.0;
 
-fn timeouts(name: &str) -> String {
-    format!("{{{name}}}:timeout")
-}
-
 /// The members of `{name}:timeout` as (hex id, score), sorted by id.
 async fn permits(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, f64)> {
-    let members: Vec<(Vec<u8>, f64)> = raw.zrange_withscores(timeouts(name), 0, -1).await.unwrap();
+    let members: Vec<(Vec<u8>, f64)> = raw
+        .zrange_withscores(Primitive::timeouts_key(name), 0, -1)
+        .await
+        .unwrap();
     let mut v: Vec<(String, f64)> = members
         .into_iter()
         .map(|(id, score)| {
@@ -33,10 +33,6 @@ async fn permits(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, f6
         .collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
-}
-
-async fn value(raw: &mut MultiplexedConnection, name: &str) -> Option<String> {
-    raw.get(name).await.unwrap()
 }
 
 #[tokio::test]
@@ -77,13 +73,13 @@ async fn acquired_permits_are_raw_ids_in_the_timeout_set_and_hex_in_the_api() {
     }
     assert_eq!(sem.available_permits().await.unwrap(), 0);
     assert_eq!(sem.acquired_permits().await.unwrap(), 3);
-    assert_eq!(sem.get_permits().await.unwrap(), 3);
+    assert_eq!(sem.total_permits().await.unwrap(), 3);
     assert!(sem.try_acquire(1, None).await.unwrap().is_none());
 
     sem.release(&leased).await.unwrap();
     assert!(sem.try_release(&forever[0]).await.unwrap());
     assert_eq!(value(&mut raw, &name).await.as_deref(), Some("3"));
-    assert!(!exists(&mut raw, &timeouts(&name)).await);
+    assert!(!exists(&mut raw, &Primitive::timeouts_key(&name)).await);
     c.shutdown().await;
 }
 
@@ -115,7 +111,7 @@ async fn expired_permits_are_reclaimed_and_their_ids_are_dead() {
         Err(Error::PermitNotHeld { ref ids, .. }) if *ids == vec![short[0].to_string()]
     ));
     assert!(matches!(
-        sem.get_lease_time(&short[0]).await,
+        sem.lease_time(&short[0]).await,
         Err(Error::PermitNotHeld { .. })
     ));
     assert!(
@@ -257,8 +253,8 @@ async fn lease_times_are_read_and_updated() {
     let free = sem.acquire(1, None).await.unwrap()[0];
     let leased = sem.acquire(1, Some(ms(5_000))).await.unwrap()[0];
 
-    assert_eq!(sem.get_lease_time(&free).await.unwrap(), None);
-    let left = sem.get_lease_time(&leased).await.unwrap().unwrap();
+    assert_eq!(sem.lease_time(&free).await.unwrap(), None);
+    let left = sem.lease_time(&leased).await.unwrap().unwrap();
     assert!(left > ms(4_000) && left <= ms(5_000), "{left:?}");
 
     assert!(
@@ -266,10 +262,10 @@ async fn lease_times_are_read_and_updated() {
             .await
             .unwrap()
     );
-    let left = sem.get_lease_time(&free).await.unwrap().unwrap();
+    let left = sem.lease_time(&free).await.unwrap().unwrap();
     assert!(left > ms(59_000) && left <= ms(60_000), "{left:?}");
     assert!(sem.update_lease_time(&leased, None).await.unwrap());
-    assert_eq!(sem.get_lease_time(&leased).await.unwrap(), None);
+    assert_eq!(sem.lease_time(&leased).await.unwrap(), None);
     let scores: Vec<f64> = permits(&mut raw, &name)
         .await
         .into_iter()
@@ -284,7 +280,7 @@ async fn lease_times_are_read_and_updated() {
             .unwrap()
     );
     assert!(matches!(
-        sem.get_lease_time(&unknown).await,
+        sem.lease_time(&unknown).await,
         Err(Error::PermitNotHeld { .. })
     ));
     assert!(matches!(
@@ -304,18 +300,18 @@ async fn set_and_add_permits_count_acquired_ones() {
     let name = unique_name("psem");
     let sem = c.permit_expirable_semaphore(&name);
     assert_eq!(sem.available_permits().await.unwrap(), 0, "testNotExistent");
-    assert_eq!(sem.get_permits().await.unwrap(), 0);
+    assert_eq!(sem.total_permits().await.unwrap(), 0);
 
     sem.set_permits(4).await.unwrap();
     let ids = sem.acquire(3, None).await.unwrap();
     sem.set_permits(2).await.unwrap();
     // 3 acquired, total 2: available is -1.
     assert_eq!(value(&mut raw, &name).await.as_deref(), Some("-1"));
-    assert_eq!(sem.get_permits().await.unwrap(), 2);
+    assert_eq!(sem.total_permits().await.unwrap(), 2);
     assert_eq!(sem.acquired_permits().await.unwrap(), 3);
     assert_eq!(sem.add_permits(-2).await.unwrap(), -3);
     assert_eq!(sem.add_permits(5).await.unwrap(), 2);
-    assert_eq!(sem.get_permits().await.unwrap(), 5);
+    assert_eq!(sem.total_permits().await.unwrap(), 5);
     sem.release(&ids).await.unwrap();
     assert_eq!(sem.available_permits().await.unwrap(), 5);
     c.shutdown().await;
@@ -332,7 +328,7 @@ async fn the_timeout_set_takes_the_semaphores_ttl() {
     sem.try_set_permits(2).await.unwrap();
     let () = raw.pexpire(&name, 3_000).await.unwrap();
     let ids = sem.acquire(1, None).await.unwrap();
-    let ttl: i64 = raw.pttl(timeouts(&name)).await.unwrap();
+    let ttl: i64 = raw.pttl(Primitive::timeouts_key(&name)).await.unwrap();
     assert!((1..=3_000).contains(&ttl), "pttl {ttl}");
     sem.release(&ids).await.unwrap();
     c.shutdown().await;
@@ -429,27 +425,13 @@ async fn bad_input_is_a_clear_error_and_changes_nothing() {
     ));
     assert_eq!(dbsize(&mut raw).await, before);
 
-    // The name already holds a lock hash: every operation refuses, nothing changes.
-    let name = unique_name("lockhash");
-    let () = raw.hset(&name, "f", 1).await.unwrap();
-    let sem = c.permit_expirable_semaphore(&name);
-    let id = PermitId::parse("00112233445566778899aabbccddeeff").unwrap();
-    let wrong = |e: Error| matches!(e, Error::WrongType { .. });
-    assert!(wrong(sem.try_set_permits(1).await.unwrap_err()));
-    assert!(wrong(sem.set_permits(1).await.unwrap_err()));
-    assert!(wrong(sem.add_permits(1).await.unwrap_err()));
-    assert!(wrong(sem.available_permits().await.unwrap_err()));
-    assert!(wrong(sem.try_acquire(1, None).await.unwrap_err()));
-    assert!(wrong(sem.try_release(&id).await.unwrap_err()));
-    assert!(wrong(sem.release(&[id]).await.unwrap_err()));
-    assert!(wrong(sem.get_lease_time(&id).await.unwrap_err()));
-    let h: Vec<(String, String)> = raw.hgetall(&name).await.unwrap();
-    assert_eq!(h, vec![("f".to_owned(), "1".to_owned())]);
+    // (A key of another type at the name: `tests/errors.rs`, for every primitive.)
 
     // The timeout set is taken by a string: the acquire refuses before reclaiming anything.
+    let wrong = |e: Error| matches!(e, Error::WrongType { .. });
     let name = unique_name("psem");
     let () = raw.set(&name, 2).await.unwrap();
-    let () = raw.set(timeouts(&name), "x").await.unwrap();
+    let () = raw.set(Primitive::timeouts_key(&name), "x").await.unwrap();
     let sem = c.permit_expirable_semaphore(&name);
     assert!(wrong(sem.try_acquire(1, None).await.unwrap_err()));
     assert_eq!(value(&mut raw, &name).await.as_deref(), Some("2"));

@@ -1,13 +1,18 @@
-//! Release on drop (STYLE.md §7.9): dropping a guard stops its renewal at once and schedules the
-//! release without blocking and without panicking, inside a task, during unwinding, on a thread
-//! outside the runtime; `shutdown` completes pending releases; `forget` keeps the lock until its
-//! lease; guards move between tasks.
+//! Release on drop: dropping a guard stops its renewal at once and schedules the release
+//! without blocking and without panicking, inside a task, during unwinding, on a thread outside
+//! the runtime; `shutdown` completes pending releases; `forget` keeps the lock until its lease;
+//! guards move between tasks.
 //!
-//! Every test runs once per lock kind (`common::Kind`, `per_kind!`): the lock, the fair lock and
-//! both halves of the read-write lock share the guard. What differs is what a hold writes (the
-//! `mode` field of the halves, the read half's marker keys) and where a release publishes (the
-//! write half publishes `1`; the fair lock publishes only to the head of its queue, so the tests
-//! queue a stand-in waiter, `Kind::queue_stand_in`, wherever they expect a message).
+//! Every test runs once per lock kind (`common::Kind`, `per_kind!`): every kind's guard is the
+//! one `LockGuard`. What differs is what a hold writes (the `mode` field of the halves, the read
+//! half's marker keys, the token lock's string value, the fenced lock's token counter that stays)
+//! and where a release publishes (the write half publishes `1`; the fair kinds publish only to
+//! the head of their queue, so the tests queue a stand-in waiter, `Kind::queue_stand_in`,
+//! wherever they expect a message; the spin and token locks publish nothing). A raw pattern
+//! subscription to every channel naming the lock sees exactly the kind's messages.
+//!
+//! The semaphore's `Permits` release on drop the same way (`common::Primitive`); the
+//! permit-expirable semaphore's ids and the latch hold nothing that could be dropped.
 
 mod common;
 
@@ -15,73 +20,51 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{
-    Kind, RedisServer, client_with_watchdog, dbsize, exists, hash, ms, per_kind, pttl, unique_name,
+    Kind, Primitive, RedisServer, State, assert_pttls_within, builder, client_with_watchdog,
+    dbsize, exists, ms, per_kind, per_primitive, psubscribe, pttl, state, unique_name, value,
+    wait_all_gone,
 };
-use futures_util::StreamExt;
-use redis::aio::MultiplexedConnection;
+use futures_util::{Stream, StreamExt};
+use redis::Msg;
 use redisson_sync::{Client, Error, LockOptions, Owner};
 use tokio::time::{Instant, sleep, timeout};
 
 /// A 30 s watchdog timeout like `common::client`, with a 5 s command timeout.
-fn client(server: &RedisServer) -> Client {
-    Client::builder()
-        .url(server.url())
-        .watchdog_timeout(Duration::from_secs(30))
+fn new_client(server: &RedisServer) -> Client {
+    builder(server.url())
         .command_timeout(Duration::from_secs(5))
         .build()
         .unwrap()
 }
 
-/// Polls until `key` is gone; panics if it is still there after `within`.
-async fn wait_gone(raw: &mut MultiplexedConnection, key: &str, within: Duration) -> Duration {
-    let start = Instant::now();
-    while exists(raw, key).await {
-        assert!(
-            start.elapsed() < within,
-            "{key} still present after {within:?}: {:?}",
-            hash(raw, key).await
-        );
-        sleep(ms(10)).await;
-    }
-    start.elapsed()
+/// A raw pattern subscription to every channel naming the lock `name` (`Kind::channels_of`).
+async fn messages_about(
+    server: &RedisServer,
+    name: &str,
+) -> impl Stream<Item = Msg> + Unpin + use<> {
+    psubscribe(server, &[Kind::channels_of(name)]).await
 }
 
-/// Polls until every key of `keys` is gone; panics if one is still there after `within`.
-async fn wait_all_gone(raw: &mut MultiplexedConnection, keys: &[String], within: Duration) {
-    let start = Instant::now();
-    for key in keys {
-        wait_gone(raw, key, within.saturating_sub(start.elapsed())).await;
-    }
-}
-
-/// Asserts that each key of `keys` exists with a PTTL in `(0, lease]`: the lock hash and, for
-/// the read half, its marker keys, which carry the hold's lease too.
-async fn assert_ttls_within(raw: &mut MultiplexedConnection, keys: &[String], lease: i64) {
-    for key in keys {
-        let p = pttl(raw, key).await;
-        assert!(p > 0 && p <= lease, "{key}: pttl {p}, lease {lease}");
-    }
-}
-
-/// A raw subscription to the channel a release of the lock publishes on.
-async fn subscribe(server: &RedisServer, kind: Kind, name: &str) -> redis::aio::PubSub {
-    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
-    pubsub.subscribe(kind.channel(name)).await.unwrap();
-    pubsub
-}
-
-/// Asserts that exactly one message, the kind's release message (`0`, or `1` for the write
-/// half), arrives on the lock's channel.
-async fn expect_one_unlock_message(pubsub: &mut redis::aio::PubSub, kind: Kind, name: &str) {
-    let mut stream = pubsub.on_message();
-    let msg = timeout(Duration::from_secs(3), stream.next())
+/// Asserts that exactly the kind's release message arrives about the lock: one message, the
+/// kind's release message (`0`, or `1` for the write half) on its channel, then nothing; for
+/// the kinds that publish nothing, no message at all.
+async fn expect_one_unlock_message(
+    messages: &mut (impl Stream<Item = Msg> + Unpin),
+    kind: Kind,
+    name: &str,
+) {
+    let (Some(channel), Some(payload)) = (kind.channel(name), kind.release_message()) else {
+        common::assert_no_message(messages, ms(300), &format!("{kind} publishes nothing")).await;
+        return;
+    };
+    let msg = timeout(Duration::from_secs(3), messages.next())
         .await
         .expect("unlock message")
         .expect("pub/sub stream open");
-    assert_eq!(msg.get_channel_name(), kind.channel(name));
-    assert_eq!(msg.get_payload::<String>().unwrap(), kind.release_message());
+    assert_eq!(msg.get_channel_name(), channel);
+    assert_eq!(msg.get_payload::<String>().unwrap(), payload);
     assert!(
-        timeout(ms(200), stream.next()).await.is_err(),
+        timeout(ms(200), messages.next()).await.is_err(),
         "a second message arrived"
     );
 }
@@ -96,9 +79,9 @@ per_kind!(#[tokio::test] async fn drop_inside_task_releases_and_publishes_unlock
 async fn drop_inside_task_releases_and_publishes_unlock(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let client = client(&server);
+    let client = new_client(&server);
     let name = unique_name("drop-task");
-    let mut pubsub = subscribe(&server, kind, &name).await;
+    let mut pubsub = messages_about(&server, &name).await;
 
     let (tx, rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn({
@@ -116,8 +99,8 @@ async fn drop_inside_task_releases_and_publishes_unlock(kind: Kind) {
     });
     let (owner, seen) = rx.await.unwrap();
     assert_eq!(
-        hash(&mut raw, &name).await,
-        kind.hold_hash(&client, owner, 1)
+        state(&mut raw, &name).await,
+        kind.hold_state(&client, owner, 1)
     );
     // The fair lock publishes only to a queued waiter.
     kind.queue_stand_in(&mut raw, &name).await;
@@ -128,7 +111,7 @@ async fn drop_inside_task_releases_and_publishes_unlock(kind: Kind) {
     let keys = kind.hold_keys(&name, &kind.field(&client, owner), 1);
     wait_all_gone(&mut raw, &keys, ms(2000)).await;
     kind.dequeue_stand_in(&mut raw, &name).await;
-    assert_eq!(dbsize(&mut raw).await, 0);
+    kind.assert_nothing_left(&mut raw, &[&name]).await;
     client.shutdown().await;
 }
 
@@ -137,9 +120,9 @@ per_kind!(#[tokio::test] async fn drop_during_panic_unwinding_releases);
 async fn drop_during_panic_unwinding_releases(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let client = client(&server);
+    let client = new_client(&server);
     let name = unique_name("drop-panic");
-    let mut pubsub = subscribe(&server, kind, &name).await;
+    let mut pubsub = messages_about(&server, &name).await;
 
     let (tx, rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn({
@@ -154,8 +137,8 @@ async fn drop_during_panic_unwinding_releases(kind: Kind) {
     });
     let (owner, go) = rx.await.unwrap();
     assert_eq!(
-        hash(&mut raw, &name).await,
-        kind.hold_hash(&client, owner, 1)
+        state(&mut raw, &name).await,
+        kind.hold_state(&client, owner, 1)
     );
     kind.queue_stand_in(&mut raw, &name).await;
     go.send(()).unwrap();
@@ -175,7 +158,7 @@ async fn drop_during_panic_unwinding_releases(kind: Kind) {
         .unwrap()
         .expect("free");
     g.unlock().await.unwrap();
-    assert_eq!(dbsize(&mut raw).await, 0);
+    kind.assert_nothing_left(&mut raw, &[&name]).await;
     client.shutdown().await;
 }
 
@@ -184,15 +167,15 @@ per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn d
 async fn drop_on_thread_outside_runtime_releases(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let client = client(&server);
+    let client = new_client(&server);
     let name = unique_name("drop-thread");
-    let mut pubsub = subscribe(&server, kind, &name).await;
+    let mut pubsub = messages_about(&server, &name).await;
 
     let guard = kind.any(&client, &name).lock().await.unwrap();
     let owner = guard.owner();
     assert_eq!(
-        hash(&mut raw, &name).await,
-        kind.hold_hash(&client, owner, 1)
+        state(&mut raw, &name).await,
+        kind.hold_state(&client, owner, 1)
     );
     kind.queue_stand_in(&mut raw, &name).await;
 
@@ -210,7 +193,7 @@ async fn drop_on_thread_outside_runtime_releases(kind: Kind) {
     let keys = kind.hold_keys(&name, &kind.field(&client, owner), 1);
     wait_all_gone(&mut raw, &keys, ms(2000)).await;
     kind.dequeue_stand_in(&mut raw, &name).await;
-    assert_eq!(dbsize(&mut raw).await, 0);
+    kind.assert_nothing_left(&mut raw, &[&name]).await;
     client.shutdown().await;
 }
 
@@ -219,7 +202,7 @@ per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn d
 async fn drop_returns_while_redis_is_frozen(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let client = client(&server);
+    let client = new_client(&server);
     let in_task = unique_name("drop-frozen-task");
     let on_thread = unique_name("drop-frozen-thread");
 
@@ -261,7 +244,7 @@ async fn drop_returns_while_redis_is_frozen(kind: Kind) {
     client.shutdown().await;
 }
 
-per_kind!(#[tokio::test] async fn drop_after_shutdown_keeps_key_until_its_lease);
+per_kind!(at_once current_thread, async fn drop_after_shutdown_keeps_key_until_its_lease);
 
 async fn drop_after_shutdown_keeps_key_until_its_lease(kind: Kind) {
     let server = RedisServer::start();
@@ -287,23 +270,23 @@ async fn drop_after_shutdown_keeps_key_until_its_lease(kind: Kind) {
     // Nothing was released: both keys are there with their holder and a TTL within the lease
     // (for the read half, its marker key too).
     assert_eq!(
-        hash(&mut raw, &leased).await,
-        kind.hash_of(&leased_holder, 1)
+        state(&mut raw, &leased).await,
+        kind.state_of(&leased_holder, 1)
     );
     assert_eq!(
-        hash(&mut raw, &watched).await,
-        kind.hash_of(&watched_holder, 1)
+        state(&mut raw, &watched).await,
+        kind.state_of(&watched_holder, 1)
     );
     let leased_keys = kind.hold_keys(&leased, &leased_holder, 1);
     let watched_keys = kind.hold_keys(&watched, &watched_holder, 1);
-    assert_ttls_within(&mut raw, &leased_keys, 1000).await;
-    assert_ttls_within(&mut raw, &watched_keys, 600).await;
+    assert_pttls_within(&mut raw, &leased_keys, 1000, "a lease").await;
+    assert_pttls_within(&mut raw, &watched_keys, 600, "a lease").await;
 
     // No late release either, and no renewal after shutdown.
     sleep(ms(250)).await;
     assert_eq!(
-        hash(&mut raw, &leased).await,
-        kind.hash_of(&leased_holder, 1)
+        state(&mut raw, &leased).await,
+        kind.state_of(&leased_holder, 1)
     );
 
     // Both expire by their lease.
@@ -316,12 +299,9 @@ per_kind!(#[tokio::test] async fn shutdown_completes_pending_releases);
 async fn shutdown_completes_pending_releases(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let client = client(&server);
-    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
-    pubsub
-        .psubscribe(kind.channel_pattern("drop-many"))
-        .await
-        .unwrap();
+    let client = new_client(&server);
+    // Every channel naming one of these locks.
+    let mut stream = psubscribe(&server, &[Kind::channels_of("drop-many")]).await;
 
     let mut guards = Vec::new();
     let mut names = Vec::new();
@@ -338,11 +318,13 @@ async fn shutdown_completes_pending_releases(kind: Kind) {
         keys += kind
             .hold_keys(&name, &kind.field(&client, guard.owner()), 1)
             .len()
-            + kind.waiter_keys(&name).len();
+            + kind.waiter_keys(&name).len()
+            + kind.lasting_keys(&name).len();
         guards.push(guard);
         names.push(name);
     }
-    // 50 lock hashes (and the read half's markers, the fair lock's stand-in queues).
+    // 50 lock keys (and the read half's markers, the fair kinds' stand-in queues, the fenced
+    // lock's token counters).
     assert_eq!(dbsize(&mut raw).await, keys as u64);
     assert!(keys >= 50);
 
@@ -352,16 +334,20 @@ async fn shutdown_completes_pending_releases(kind: Kind) {
     for name in &names {
         kind.dequeue_stand_in(&mut raw, name).await;
     }
-    assert_eq!(dbsize(&mut raw).await, 0);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    kind.assert_nothing_left(&mut raw, &names).await;
 
-    // ... and each published its unlock message.
-    let mut channels: BTreeSet<String> = names.iter().map(|n| kind.channel(n)).collect();
+    // ... and each published its unlock message (the spin and token locks publish none).
+    let Some(payload) = kind.release_message() else {
+        common::assert_no_message(&mut stream, ms(300), &format!("{kind} publishes nothing")).await;
+        return;
+    };
+    let mut channels: BTreeSet<String> = names.iter().map(|n| kind.channel(n).unwrap()).collect();
     // `redisson_lock__channel:{drop-many` or `redisson_rwlock:{drop-many`.
     let prefix = {
-        let channel = kind.channel("drop-many");
+        let channel = kind.channel("drop-many").unwrap();
         channel[..channel.find("drop-many").unwrap() + "drop-many".len()].to_owned()
     };
-    let mut stream = pubsub.on_message();
     for n in 0..50 {
         let msg = timeout(Duration::from_secs(3), stream.next())
             .await
@@ -373,19 +359,19 @@ async fn shutdown_completes_pending_releases(kind: Kind) {
             "unexpected or repeated {}",
             msg.get_channel_name()
         );
-        assert_eq!(msg.get_payload::<String>().unwrap(), kind.release_message());
+        assert_eq!(msg.get_payload::<String>().unwrap(), payload);
     }
     assert!(timeout(ms(200), stream.next()).await.is_err());
 }
 
-per_kind!(#[tokio::test] async fn forget_keeps_key_until_lease_expires);
+per_kind!(at_once current_thread, async fn forget_keeps_key_until_lease_expires);
 
 async fn forget_keeps_key_until_lease_expires(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let client = client(&server);
+    let client = new_client(&server);
     let name = unique_name("forget-lease");
-    let mut pubsub = subscribe(&server, kind, &name).await;
+    let mut pubsub = messages_about(&server, &name).await;
 
     let guard = kind
         .any(&client, &name)
@@ -397,18 +383,18 @@ async fn forget_keeps_key_until_lease_expires(kind: Kind) {
     kind.queue_stand_in(&mut raw, &name).await;
     guard.forget();
 
-    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 1));
+    assert_eq!(state(&mut raw, &name).await, kind.state_of(&holder, 1));
     let keys = kind.hold_keys(&name, &holder, 1);
-    assert_ttls_within(&mut raw, &keys, 300).await;
+    assert_pttls_within(&mut raw, &keys, 300, "a lease").await;
     wait_all_gone(&mut raw, &keys, ms(2000)).await;
     // Gone by expiry, not by a release: no unlock message.
-    assert!(timeout(ms(200), pubsub.on_message().next()).await.is_err());
+    assert!(timeout(ms(200), pubsub.next()).await.is_err());
     kind.dequeue_stand_in(&mut raw, &name).await;
-    assert_eq!(dbsize(&mut raw).await, 0);
+    kind.assert_nothing_left(&mut raw, &[&name]).await;
     client.shutdown().await;
 }
 
-per_kind!(#[tokio::test] async fn forget_stops_watchdog_renewal);
+per_kind!(at_once current_thread, async fn forget_stops_watchdog_renewal);
 
 async fn forget_stops_watchdog_renewal(kind: Kind) {
     let server = RedisServer::start();
@@ -425,9 +411,9 @@ async fn forget_stops_watchdog_renewal(kind: Kind) {
     // Both are renewed for a while (the read half's marker keys too).
     sleep(ms(700)).await;
     assert!(exists(&mut raw, &forgotten).await);
-    assert_ttls_within(&mut raw, &forgotten_keys, 600).await;
+    assert_pttls_within(&mut raw, &forgotten_keys, 600, "a lease").await;
     g_forgotten.forget();
-    assert_eq!(hash(&mut raw, &forgotten).await, kind.hash_of(&holder, 1));
+    assert_eq!(state(&mut raw, &forgotten).await, kind.state_of(&holder, 1));
 
     // Without renewal it expires within the 600 ms watchdog timeout (+ at most one renewal
     // already in flight, + margin), while the kept lock is still renewed.
@@ -435,11 +421,12 @@ async fn forget_stops_watchdog_renewal(kind: Kind) {
     wait_all_gone(&mut raw, &forgotten_keys, ms(2000)).await;
     let after = start.elapsed();
     sleep(ms(700).saturating_sub(after)).await;
-    assert_ttls_within(&mut raw, &kept_keys, 600).await;
+    assert_pttls_within(&mut raw, &kept_keys, 600, "a lease").await;
     assert!(!exists(&mut raw, &forgotten).await);
     g_kept.unlock().await.unwrap();
     assert!(!exists(&mut raw, &kept).await);
-    assert_eq!(dbsize(&mut raw).await, 0);
+    kind.assert_nothing_left(&mut raw, &[&forgotten, &kept])
+        .await;
     client.shutdown().await;
 }
 
@@ -448,15 +435,15 @@ per_kind!(#[tokio::test] async fn guard_moved_to_another_task_is_unlocked_there)
 async fn guard_moved_to_another_task_is_unlocked_there(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let client = client(&server);
+    let client = new_client(&server);
     let name = unique_name("moved");
     let lock = kind.any(&client, &name);
-    let mut pubsub = subscribe(&server, kind, &name).await;
+    let mut pubsub = messages_about(&server, &name).await;
 
     let guard = lock.lock().await.unwrap();
     let owner = guard.owner();
     assert_eq!(owner, Owner::current());
-    let expected = kind.hold_hash(&client, owner, 1);
+    let expected = kind.hold_state(&client, owner, 1);
     let keys = kind.hold_keys(&name, &kind.field(&client, owner), 1);
     kind.queue_stand_in(&mut raw, &name).await;
 
@@ -466,7 +453,7 @@ async fn guard_moved_to_another_task_is_unlocked_there(kind: Kind) {
         assert_ne!(Owner::current(), guard.owner());
         assert_eq!(guard.owner(), owner);
         assert_eq!(guard.name(), name2);
-        assert_eq!(hash(&mut raw2, &name2).await, expected);
+        assert_eq!(state(&mut raw2, &name2).await, expected);
         guard.unlock().await
     })
     .await
@@ -478,7 +465,7 @@ async fn guard_moved_to_another_task_is_unlocked_there(kind: Kind) {
     }
     expect_one_unlock_message(&mut pubsub, kind, &name).await;
     kind.dequeue_stand_in(&mut raw, &name).await;
-    assert_eq!(dbsize(&mut raw).await, 0);
+    kind.assert_nothing_left(&mut raw, &[&name]).await;
     client.shutdown().await;
 }
 
@@ -487,10 +474,10 @@ per_kind!(#[tokio::test] async fn guard_with_explicit_owner_dropped_in_another_t
 async fn guard_with_explicit_owner_dropped_in_another_task_releases(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let client = client(&server);
+    let client = new_client(&server);
     let name = unique_name("moved-owner");
     let lock = kind.any(&client, &name);
-    let mut pubsub = subscribe(&server, kind, &name).await;
+    let mut pubsub = messages_about(&server, &name).await;
 
     let owner = Owner::new(4242);
     let guard = lock
@@ -499,19 +486,26 @@ async fn guard_with_explicit_owner_dropped_in_another_task_releases(kind: Kind) 
         .unwrap();
     assert_eq!(guard.owner(), owner);
     assert_eq!(
-        hash(&mut raw, &name).await,
-        kind.hold_hash(&client, owner, 1)
+        state(&mut raw, &name).await,
+        kind.hold_state(&client, owner, 1)
     );
-    assert_eq!(lock.hold_count(owner).await.unwrap(), 1);
+    let holder = kind.field(&client, owner);
+    if kind.counts_holds() {
+        assert_eq!(lock.hold_count(owner).await.unwrap(), 1);
+    }
+    assert_eq!(kind.count_in_redis(&mut raw, &name, &holder).await, 1);
     kind.queue_stand_in(&mut raw, &name).await;
 
     tokio::spawn(async move { drop(guard) }).await.unwrap();
     expect_one_unlock_message(&mut pubsub, kind, &name).await;
     let keys = kind.hold_keys(&name, &kind.field(&client, owner), 1);
     wait_all_gone(&mut raw, &keys, ms(2000)).await;
-    assert_eq!(lock.hold_count(owner).await.unwrap(), 0);
+    if kind.counts_holds() {
+        assert_eq!(lock.hold_count(owner).await.unwrap(), 0);
+    }
+    assert_eq!(kind.count_in_redis(&mut raw, &name, &holder).await, 0);
     kind.dequeue_stand_in(&mut raw, &name).await;
-    assert_eq!(dbsize(&mut raw).await, 0);
+    kind.assert_nothing_left(&mut raw, &[&name]).await;
     client.shutdown().await;
 }
 
@@ -520,7 +514,7 @@ per_kind!(#[tokio::test] async fn unlock_after_shutdown_returns_shutdown);
 async fn unlock_after_shutdown_returns_shutdown(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
-    let client = client(&server);
+    let client = new_client(&server);
     let name = unique_name("unlock-shut");
 
     let guard = kind
@@ -535,7 +529,7 @@ async fn unlock_after_shutdown_returns_shutdown(kind: Kind) {
     assert!(matches!(err, Error::Shutdown), "{err:?}");
     assert!(err.is_shutdown());
     // The lock stays until its lease expires (for the read half, its marker key too).
-    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 1));
+    assert_eq!(state(&mut raw, &name).await, kind.state_of(&holder, 1));
     for key in kind.hold_keys(&name, &holder, 1) {
         let p = pttl(&mut raw, &key).await;
         assert!(p > 9_000 && p <= 10_000, "{key}: pttl {p}");
@@ -554,7 +548,7 @@ fn drop_after_runtime_is_gone_does_not_panic(kind: Kind) {
         .build()
         .unwrap();
     let (client, guard) = rt.block_on(async {
-        let client = client(&server);
+        let client = new_client(&server);
         let guard = kind
             .any(&client, &name)
             .lock_with_options(&LockOptions::new().lease(Duration::from_secs(10)))
@@ -575,10 +569,179 @@ fn drop_after_runtime_is_gone_does_not_panic(kind: Kind) {
         .unwrap();
     rt.block_on(async {
         let mut raw = server.conn().await;
-        assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 1));
+        assert_eq!(state(&mut raw, &name).await, kind.state_of(&holder, 1));
         for key in kind.hold_keys(&name, &holder, 1) {
             let p = pttl(&mut raw, &key).await;
             assert!(p > 0 && p <= 10_000, "{key}: pttl {p}");
         }
     });
+}
+
+per_primitive!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn permits_dropped_anywhere_are_released; except {
+    permit_semaphore: "not applicable: its permits are plain ids, released by id; nothing is released on drop",
+    latch: "not applicable: waiting for a latch holds nothing",
+});
+
+/// The semaphore's `Permits` are released on drop as a lock guard is: at the end of a task,
+/// while unwinding, on a thread outside the runtime, while Redis is frozen (the drop returns
+/// at once, the release runs once Redis answers); each release puts the count back and
+/// publishes it. After `shutdown` a drop releases nothing; `shutdown` completes the releases
+/// scheduled before it.
+async fn permits_dropped_anywhere_are_released(p: Primitive) {
+    assert_eq!(p, Primitive::Semaphore);
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = new_client(&server);
+    let name = unique_name("drop-permits");
+    let sem = client.semaphore(&name);
+    let mut messages = common::Messages::subscribe(&server, &p.channel(&name)).await;
+    assert!(sem.try_set_permits(1).await.unwrap());
+    assert_eq!(messages.next().await, "1");
+    let released = State::Value("1".to_owned());
+
+    // At the end of a task.
+    let task = tokio::spawn({
+        let sem = sem.clone();
+        async move {
+            let permits = sem.acquire(1).await.unwrap();
+            assert_eq!(permits.count(), 1);
+            drop(permits);
+        }
+    });
+    task.await.unwrap();
+    common::wait_value(&mut raw, &name, "1").await;
+    assert_eq!(messages.next().await, "1");
+    p.assert_only(&mut raw, &name, &released).await;
+
+    // While unwinding.
+    let task = tokio::spawn({
+        let sem = sem.clone();
+        async move {
+            let _permits = sem.acquire(1).await.unwrap();
+            panic!("critical section failed while holding a permit");
+        }
+    });
+    assert!(task.await.unwrap_err().is_panic());
+    common::wait_value(&mut raw, &name, "1").await;
+    assert_eq!(messages.next().await, "1");
+    p.assert_only(&mut raw, &name, &released).await;
+
+    // On a thread outside the runtime.
+    let permits = sem.acquire(1).await.unwrap();
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
+    let thread = std::thread::spawn(move || {
+        assert!(tokio::runtime::Handle::try_current().is_err());
+        drop(permits);
+    });
+    tokio::task::spawn_blocking(move || thread.join())
+        .await
+        .unwrap()
+        .expect("drop on a plain thread must not panic");
+    common::wait_value(&mut raw, &name, "1").await;
+    assert_eq!(messages.next().await, "1");
+    p.assert_only(&mut raw, &name, &released).await;
+
+    // While Redis is frozen: the drop returns at once; the release runs once it answers.
+    let permits = sem.acquire(1).await.unwrap();
+    server.pause();
+    let dropped = timeout(
+        Duration::from_secs(2),
+        tokio::spawn(async move { drop(permits) }),
+    )
+    .await;
+    server.resume();
+    assert!(
+        matches!(dropped, Ok(Ok(()))),
+        "drop in a task blocked or panicked: {dropped:?}"
+    );
+    common::wait_value(&mut raw, &name, "1").await;
+    assert_eq!(messages.next().await, "1");
+    p.assert_only(&mut raw, &name, &released).await;
+    messages.none_within(ms(200)).await;
+
+    // A drop after `shutdown` releases nothing (the permit is not given back: nothing in
+    // Redis records who holds it). (A drop right before `shutdown`:
+    // `shutdown_completes_the_permit_releases_scheduled_before_it`.)
+    let permits = sem.acquire(1).await.unwrap();
+    client.shutdown().await;
+    drop(permits);
+    sleep(ms(250)).await;
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
+    messages.none_within(ms(200)).await;
+}
+
+/// `shutdown` completes every release scheduled before it (as `Client::shutdown` documents, and
+/// as the locks do: `shutdown_completes_pending_releases`), so permits dropped right before it
+/// are given back. One thread: the releases cannot run before `shutdown` is called.
+#[tokio::test]
+async fn shutdown_completes_the_permit_releases_scheduled_before_it() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = new_client(&server);
+    let name = unique_name("drop-permits-shutdown");
+    let sem = client.semaphore(&name);
+    assert!(sem.try_set_permits(2).await.unwrap());
+    let (first, second) = (sem.acquire(1).await.unwrap(), sem.acquire(1).await.unwrap());
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
+    drop(first);
+    drop(second);
+    client.shutdown().await;
+    assert_eq!(
+        value(&mut raw, &name).await.as_deref(),
+        Some("2"),
+        "the permits dropped before shutdown were not given back"
+    );
+    Primitive::Semaphore
+        .assert_only(&mut raw, &name, &State::Value("2".to_owned()))
+        .await;
+}
+
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn the_owner_takes_the_lock_again_right_after_dropping_its_guard; except {}; bug {
+    nonreentrant: "bug: the owner's acquire right after it dropped its guard fails with NotReentrant (lock() too, which should wait) while the release on drop is still pending",
+    nonreentrant_fair: "bug: the owner's acquire right after it dropped its guard fails with NotReentrant (lock() too, which should wait) while the release on drop is still pending",
+    token: "bug: the owner's acquire right after it dropped its guard fails with NotReentrant (lock() too, which should wait) while the release on drop is still pending",
+});
+
+/// A dropped guard's release runs in the background; the owner's acquire right after it is
+/// granted (a reentrant kind may re-enter the hold being released, whose release then leaves
+/// the count right), and `lock()` never fails on a free lock. The kinds that refuse a re-entry
+/// refuse it with `NotReentrant` while the release is pending, although the owner holds no
+/// guard: the client counts the dropped hold until its release ran.
+async fn the_owner_takes_the_lock_again_right_after_dropping_its_guard(kind: Kind) {
+    const ITERATIONS: usize = 200;
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = new_client(&server);
+    let name = unique_name("drop-again");
+    let lock = kind.any(&client, &name);
+    let opts = LockOptions::new().owner(Owner::new(5));
+    let mut refused = Vec::new();
+    for i in 0..ITERATIONS {
+        let guard = match timeout(Duration::from_secs(5), lock.lock_with_options(&opts)).await {
+            Ok(Ok(guard)) => guard,
+            Ok(Err(e)) => {
+                refused.push(format!("iteration {i}, lock(): {e}"));
+                continue;
+            }
+            Err(_) => panic!("{kind}: lock() did not return within 5 s"),
+        };
+        drop(guard);
+        match lock
+            .try_lock_with_options(Duration::from_secs(2), &opts)
+            .await
+        {
+            Ok(Some(g)) => g.unlock().await.unwrap(),
+            Ok(None) => panic!("{kind}: iteration {i}: not granted within 2 s"),
+            Err(e) => refused.push(format!("iteration {i}, try_lock_for: {e}")),
+        }
+    }
+    assert!(
+        refused.is_empty(),
+        "{kind}: {} refusals in {ITERATIONS} iterations: {:?}",
+        refused.len(),
+        &refused[..refused.len().min(3)]
+    );
+    assert!(common::gone_within(&mut raw, &name, Duration::from_secs(2)).await);
+    client.shutdown().await;
+    kind.assert_nothing_left(&mut raw, &[&name]).await;
 }

@@ -16,9 +16,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{command_stats, hash, pttl, unique_name};
+use common::{command_stats, hash, pttl, reset_stats, unique_name};
 use redis::aio::MultiplexedConnection;
-use redisson_sync::{Client, Error, LockOptions, Owner, SyncReplicas};
+use redisson_sync::{Client, Error, LockOptions, Owner, config::SyncReplicas};
 use testkit::{FaultProxy, Mode, RedisSentinel, RedisServer};
 use tokio::time::sleep;
 
@@ -27,14 +27,6 @@ const SYNC_TIMEOUT: Duration = Duration::from_millis(400);
 /// `WAIT` calls the master has run since its last `CONFIG RESETSTAT`.
 async fn waits(master: &mut MultiplexedConnection) -> u64 {
     command_stats(master, "wait").await.calls
-}
-
-async fn reset_stats(master: &mut MultiplexedConnection) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(master)
-        .await
-        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -209,7 +201,30 @@ fn replica_at(master: &RedisServer, port: u16) -> RedisServer {
     let port = port.to_string();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
     wait_replicas(master, 1);
+    acknowledged(master);
     replica
+}
+
+/// Waits (bounded) until a write on `master` is acknowledged by its replica. A replica the
+/// master lists as online may still be loading what it was sent (on a loaded machine, for
+/// longer than a test's sync timeout), and acknowledges nothing until it is done.
+fn acknowledged(master: &RedisServer) {
+    let mut con = master.connect();
+    let _: () = redis::cmd("SET")
+        .arg("replica-sync:probe")
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10_000)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(acked, 1, "the replica acknowledged nothing within 10 s");
+    let _: () = redis::cmd("DEL")
+        .arg("replica-sync:probe")
+        .query(&mut con)
+        .unwrap();
 }
 
 /// Waits (bounded) until `master` reports `count` connected replicas, every one online.

@@ -1,5 +1,5 @@
 //! The read-write lock (docs/LAYOUT.md §5): Redisson's own `RedissonReadWriteLockTest`
-//! behaviours (§10.3) with timings scaled down, the exact Redis layout and channel messages,
+//! behaviours with timings scaled down, the exact Redis layout and channel messages,
 //! the refused upgrade, wake-ups by message, the read watchdog, and a mixed concurrency run.
 
 mod common;
@@ -7,14 +7,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    RedisServer, client, client_with, client_with_watchdog, exists, field, hash, ms, pttl,
-    unique_name, wait_numsub,
+    RedisServer, assert_no_message, client, client_with, client_with_watchdog, exists, field, hash,
+    key_type, ms, next_payload, pttl, subscribe, unique_name, wait_gone, wait_numsub,
 };
-use futures_util::{Stream, StreamExt};
 use rand::Rng;
 use redis::AsyncCommands;
-use redis::Msg;
-use redis::aio::MultiplexedConnection;
 use redisson_sync::{Client, Error, LockGuard, LockOptions, Owner, RwLock, Ttl};
 use tokio::time::{sleep, timeout};
 
@@ -51,44 +48,6 @@ fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
     v
 }
 
-/// The messages of a raw subscription to `chan`.
-async fn subscribe(server: &RedisServer, chan: &str) -> impl Stream<Item = Msg> + Unpin {
-    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
-    pubsub.subscribe(chan).await.unwrap();
-    pubsub.into_on_message()
-}
-
-/// The payload of the next message on `chan`; panics if none arrives within 2 s.
-async fn next_payload(messages: &mut (impl Stream<Item = Msg> + Unpin), chan: &str) -> String {
-    let msg = timeout(Duration::from_secs(2), messages.next())
-        .await
-        .expect("a message")
-        .unwrap();
-    assert_eq!(msg.get_channel_name(), chan);
-    msg.get_payload::<String>().unwrap()
-}
-
-/// Asserts that no message arrives within 300 ms; `why` says why none may.
-async fn assert_no_message(messages: &mut (impl Stream<Item = Msg> + Unpin), why: &str) {
-    if let Ok(msg) = timeout(ms(300), messages.next()).await {
-        panic!("{why}: got {msg:?}");
-    }
-}
-
-async fn key_type(raw: &mut MultiplexedConnection, key: &str) -> String {
-    redis::cmd("TYPE").arg(key).query_async(raw).await.unwrap()
-}
-
-/// Polls until `key` is gone; panics after `limit`. Returns how long it took.
-async fn wait_gone(raw: &mut MultiplexedConnection, key: &str, limit: Duration) -> Duration {
-    let start = Instant::now();
-    while exists(raw, key).await {
-        assert!(start.elapsed() < limit, "{key} still there after {limit:?}");
-        sleep(ms(10)).await;
-    }
-    start.elapsed()
-}
-
 #[tokio::test]
 async fn readers_share_the_lock_with_redissons_exact_layout() {
     let server = RedisServer::start();
@@ -96,7 +55,7 @@ async fn readers_share_the_lock_with_redissons_exact_layout() {
     let (a, b) = (client(&server), client(&server));
     let name = unique_name("rw-layout");
     let chan = rw_channel(&name);
-    let mut messages = subscribe(&server, &chan).await;
+    let mut messages = subscribe(&server, &[&chan]).await;
     let (ra, rb) = (a.rw_lock(&name), b.rw_lock(&name));
     assert_eq!(ra.name(), name);
     let (fa, fb) = (field(&a, Owner::new(1)), field(&b, Owner::new(2)));
@@ -174,14 +133,19 @@ async fn readers_share_the_lock_with_redissons_exact_layout() {
     );
     let t = pttl(&mut raw, &name).await;
     assert!((3_000..=5_000).contains(&t), "pttl {t}");
-    assert_no_message(&mut messages, "releases that leave readers publish nothing").await;
+    assert_no_message(
+        &mut messages,
+        ms(300),
+        "releases that leave readers publish nothing",
+    )
+    .await;
 
     // The last reader frees it: hash and marker gone, "0" published once.
     gb.unlock().await.unwrap();
     assert!(!exists(&mut raw, &name).await);
     assert!(!exists(&mut raw, &marker(&name, &fb, 1)).await);
     assert_eq!(next_payload(&mut messages, &chan).await, "0");
-    assert_no_message(&mut messages, "exactly one message").await;
+    assert_no_message(&mut messages, ms(300), "exactly one message").await;
     assert!(!ra.read_lock().is_locked().await.unwrap());
     a.shutdown().await;
     b.shutdown().await;
@@ -196,7 +160,7 @@ async fn a_name_with_a_hash_tag_keeps_it_in_every_key_and_channel() {
     let tag = unique_name("rw-tag");
     let name = format!("{{{tag}}}:abc:key");
     let chan = format!("redisson_rwlock:{name}");
-    let mut messages = subscribe(&server, &chan).await;
+    let mut messages = subscribe(&server, &[&chan]).await;
     let rw = client.rw_lock(&name);
     let reader = field(&client, Owner::new(1));
 
@@ -223,7 +187,7 @@ async fn write_lock_layout_reentry_adds_its_lease_and_release_publishes_one() {
     let (a, b) = (client(&server), client(&server));
     let name = unique_name("rw-write");
     let chan = rw_channel(&name);
-    let mut messages = subscribe(&server, &chan).await;
+    let mut messages = subscribe(&server, &[&chan]).await;
     let w = a.rw_lock(&name).write_lock();
     let wf = writer(&a, Owner::new(1));
 
@@ -267,11 +231,16 @@ async fn write_lock_layout_reentry_adds_its_lease_and_release_publishes_one() {
     g2.unlock().await.unwrap();
     let t = pttl(&mut raw, &name).await;
     assert!((900..=1_000).contains(&t), "pttl {t}");
-    assert_no_message(&mut messages, "a partial write release publishes nothing").await;
+    assert_no_message(
+        &mut messages,
+        ms(300),
+        "a partial write release publishes nothing",
+    )
+    .await;
     g1.unlock().await.unwrap();
     assert!(!exists(&mut raw, &name).await);
     assert_eq!(next_payload(&mut messages, &chan).await, "1");
-    assert_no_message(&mut messages, "exactly one message").await;
+    assert_no_message(&mut messages, ms(300), "exactly one message").await;
     a.shutdown().await;
     b.shutdown().await;
 }
@@ -421,7 +390,7 @@ async fn downgrade_write_then_read_then_write_release_leaves_mode_read() {
     let (a, b) = (client(&server), client(&server));
     let name = unique_name("rw-down");
     let chan = rw_channel(&name);
-    let mut messages = subscribe(&server, &chan).await;
+    let mut messages = subscribe(&server, &[&chan]).await;
     let rw = a.rw_lock(&name);
     let (rf, wf) = (field(&a, Owner::new(1)), writer(&a, Owner::new(1)));
 
@@ -466,7 +435,7 @@ async fn downgrade_write_then_read_then_write_release_leaves_mode_read() {
     );
     assert!(!rw.write_lock().is_locked().await.unwrap());
     assert!(rw.read_lock().is_locked().await.unwrap());
-    assert_no_message(&mut messages, "a downgrade publishes nothing").await;
+    assert_no_message(&mut messages, ms(300), "a downgrade publishes nothing").await;
 
     let gb = b
         .rw_lock(&name)
@@ -484,7 +453,7 @@ async fn downgrade_write_then_read_then_write_release_leaves_mode_read() {
             .is_none()
     );
     gr.unlock().await.unwrap();
-    assert_no_message(&mut messages, "b still reads").await;
+    assert_no_message(&mut messages, ms(300), "b still reads").await;
     gb.unlock().await.unwrap();
     assert_eq!(next_payload(&mut messages, &chan).await, "0");
     assert!(!exists(&mut raw, &name).await);
@@ -719,7 +688,7 @@ async fn a_dead_clients_reader_does_not_keep_the_writer_out() {
     let (zombie, live, w) = (client(&server), client(&server), client(&server));
     let name = unique_name("rw-zombie");
     let chan = rw_channel(&name);
-    let mut messages = subscribe(&server, &chan).await;
+    let mut messages = subscribe(&server, &[&chan]).await;
     let zf = field(&zombie, Owner::new(1));
     zombie
         .rw_lock(&name)
@@ -775,7 +744,7 @@ async fn force_unlock_acts_only_in_its_own_mode() {
     let (a, b) = (client(&server), client(&server));
     let name = unique_name("rw-force");
     let chan = rw_channel(&name);
-    let mut messages = subscribe(&server, &chan).await;
+    let mut messages = subscribe(&server, &[&chan]).await;
     let rw = a.rw_lock(&name);
     let other = b.rw_lock(&name);
     let rf = field(&a, Owner::new(1));
@@ -792,6 +761,7 @@ async fn force_unlock_acts_only_in_its_own_mode() {
     assert!(exists(&mut raw, &name).await);
     assert_no_message(
         &mut messages,
+        ms(300),
         "a force unlock that did nothing publishes nothing",
     )
     .await;
@@ -820,12 +790,12 @@ async fn force_unlock_acts_only_in_its_own_mode() {
     let err = gw.unlock().await.unwrap_err();
     assert!(matches!(err, Error::NotHeld { .. }), "{err}");
     assert_eq!(next_payload(&mut messages, &chan).await, "1");
-    assert_no_message(&mut messages, "nothing else").await;
+    assert_no_message(&mut messages, ms(300), "nothing else").await;
     a.shutdown().await;
     b.shutdown().await;
 }
 
-/// §5.7 and Redisson's `testReadLockIsLocked` / `testIsLocked*`.
+/// docs/LAYOUT.md §5.7 and Redisson's `testReadLockIsLocked` / `testIsLocked*`.
 #[tokio::test]
 async fn is_locked_answers_per_half() {
     let server = RedisServer::start();
@@ -909,9 +879,9 @@ async fn expired_holds_unlock_as_not_held() {
     client.shutdown().await;
 }
 
-/// The read watchdog (§5.8, Redisson 4.4+): watchdog read holds, reentrant ones included, stay
-/// alive past three watchdog timeouts with their markers; another client's reader marker
-/// (explicit lease) is never extended by it.
+/// The read watchdog (docs/LAYOUT.md §5.8, Redisson 4.4+): watchdog read holds, reentrant ones
+/// included, stay alive past three watchdog timeouts with their markers; another client's reader
+/// marker (explicit lease) is never extended by it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_watchdog_renews_own_markers_only() {
     let server = RedisServer::start();

@@ -1,4 +1,4 @@
-//! The Lua scripts under `lua/rwlock/` (STYLE.md §7.8): each loads, its sha is what redis-rs
+//! The Lua scripts under `lua/rwlock/`: each loads, its sha is what redis-rs
 //! sends with EVALSHA, its header documents KEYS, ARGV, the reply and the Redisson method it
 //! mirrors; the replies of the watchdog's read renewal and of the refused upgrade hold when run
 //! with a raw EVAL; and the read-write lock keeps working after `SCRIPT FLUSH`.
@@ -52,8 +52,8 @@ async fn every_script_loads_and_its_sha_is_the_evalsha_hash() {
     }
 }
 
-/// §5.8, 4.4+: only the given reader's markers and the hash are renewed; 0 for a reader gone,
-/// a missing key and a key of another type, without failing the batch.
+/// docs/LAYOUT.md §5.8, 4.4+: only the given reader's markers and the hash are renewed; 0 for a
+/// reader gone, a missing key and a key of another type, without failing the batch.
 #[tokio::test]
 async fn renew_read_extends_the_callers_markers_and_the_hash_only() {
     let server = RedisServer::start();

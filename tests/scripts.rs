@@ -1,4 +1,4 @@
-//! The Lua scripts under `lua/lock/` (STYLE.md §7.8): each loads, its sha is what redis-rs
+//! The Lua scripts under `lua/lock/`: each loads, its sha is what redis-rs
 //! sends with EVALSHA, its header documents KEYS, ARGV, the reply and the Redisson method it
 //! mirrors, every reply in that header holds when the file is run with a raw EVAL, and the
 //! library keeps working after `SCRIPT FLUSH` (the NOSCRIPT fallback).
@@ -8,9 +8,11 @@ mod common;
 use std::time::Duration;
 
 use common::lua::{self, eval, script_exists, script_flush};
-use common::{RedisServer, channel, client_with_watchdog, exists, field, hash, pttl, unique_name};
-use futures_util::{Stream, StreamExt};
-use redis::{AsyncCommands, Msg, Value};
+use common::{
+    RedisServer, assert_no_message, channel, client_with_watchdog, exists, field, hash, ms,
+    next_message, pttl, subscribe, unique_name,
+};
+use redis::{AsyncCommands, Value};
 use redisson_sync::{LockOptions, Owner};
 use tokio::time::timeout;
 
@@ -25,31 +27,6 @@ const EXPECTED: [(&str, &str); 4] = [
 /// The text of `lua/lock/<file>`.
 fn script(file: &str) -> String {
     lua::script("lock", file)
-}
-
-/// The messages of a raw subscription to `chan`.
-async fn subscribe(server: &RedisServer, chan: &str) -> impl Stream<Item = Msg> + Unpin {
-    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
-    pubsub.subscribe(chan).await.unwrap();
-    pubsub.into_on_message()
-}
-
-/// The next message; panics if none arrives within 2 s.
-async fn next_message(messages: &mut (impl Stream<Item = Msg> + Unpin)) -> Msg {
-    timeout(Duration::from_secs(2), messages.next())
-        .await
-        .expect("the unlock message")
-        .unwrap()
-}
-
-/// Asserts that no message arrives within 300 ms; `why` says why none may.
-async fn assert_no_message(messages: &mut (impl Stream<Item = Msg> + Unpin), why: &str) {
-    assert!(
-        timeout(Duration::from_millis(300), messages.next())
-            .await
-            .is_err(),
-        "{why}"
-    );
 }
 
 #[test]
@@ -132,7 +109,7 @@ async fn unlock_replies_nil_0_1_and_publishes_one_zero() {
     let (acquire, unlock) = (script("acquire.lua"), script("unlock.lua"));
     let name = unique_name("scripts-unlock");
     let chan = channel(&name);
-    let mut messages = subscribe(&server, &chan).await;
+    let mut messages = subscribe(&server, &[&chan]).await;
     let (a, stranger) = ("uuid-a:1", "uuid-x:9");
     let unlock_args = |field| ["0", "10000", field, "PUBLISH"];
 
@@ -182,6 +159,7 @@ async fn unlock_replies_nil_0_1_and_publishes_one_zero() {
     assert_eq!(msg.get_payload::<String>().unwrap(), "0");
     assert_no_message(
         &mut messages,
+        ms(300),
         "exactly one message: the partial release and the nil replies publish nothing",
     )
     .await;
@@ -194,7 +172,7 @@ async fn force_unlock_replies_1_then_0() {
     let (acquire, force) = (script("acquire.lua"), script("force_unlock.lua"));
     let name = unique_name("scripts-force");
     let chan = channel(&name);
-    let mut messages = subscribe(&server, &chan).await;
+    let mut messages = subscribe(&server, &[&chan]).await;
 
     eval(&mut raw, &acquire, &[&name], &["30000", "uuid-a:1"]).await;
     eval(&mut raw, &acquire, &[&name], &["30000", "uuid-a:1"]).await;
@@ -212,7 +190,7 @@ async fn force_unlock_replies_1_then_0() {
     );
     let msg = next_message(&mut messages).await;
     assert_eq!(msg.get_payload::<String>().unwrap(), "0");
-    assert_no_message(&mut messages, "the 0 reply publishes nothing").await;
+    assert_no_message(&mut messages, ms(300), "the 0 reply publishes nothing").await;
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
-//! The counting semaphore (`client.semaphore(name)`, Redisson's `RSemaphore`), after
-//! Redisson's own `RedissonSemaphoreTest` (docs/LAYOUT.md §10.8): the exact value of the key
-//! and the messages on `redisson_sc:{name}` after each operation, waiting and `n`-aware
-//! wake-ups, cancel safety, and bad input.
+//! The counting semaphore (`client.semaphore(name)`, Redisson's `RSemaphore`), after Redisson's own
+//! `RedissonSemaphoreTest` (its layout: docs/LAYOUT.md §6.4): the exact value of the key and the
+//! messages on `redisson_sc:{name}` after each operation, waiting and `n`-aware wake-ups, cancel
+//! safety, and bad input.
 
 mod common;
 
@@ -10,51 +10,14 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{
-    RedisServer, client, client_with, command_stats, dbsize, exists, ms, pttl, unique_name,
-    wait_numsub,
+    Messages, POLL_LIMIT, Primitive, RedisServer, client, client_with, command_stats, dbsize,
+    exists, ms, pttl, unique_name, value, wait_numsub, wait_value,
 };
-use futures_util::StreamExt;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use redisson_sync::{Client, Error};
+use redisson_sync::Error;
 
 /// Upper bound of every poll loop of this file.
-const POLL_LIMIT: Duration = Duration::from_secs(5);
-
-fn channel(name: &str) -> String {
-    format!("redisson_sc:{{{name}}}")
-}
-
-async fn value(raw: &mut MultiplexedConnection, name: &str) -> Option<String> {
-    raw.get(name).await.unwrap()
-}
-
-/// Subscribes to `channel` on a connection of its own; `next()` returns the next payload
-/// (panics after 2 s without one), `none_within` checks that nothing came.
-struct Messages(redis::aio::PubSub);
-
-impl Messages {
-    async fn subscribe(server: &RedisServer, channel: &str) -> Self {
-        let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
-        pubsub.subscribe(channel).await.unwrap();
-        Self(pubsub)
-    }
-
-    async fn next(&mut self) -> String {
-        let msg = tokio::time::timeout(Duration::from_secs(2), self.0.on_message().next())
-            .await
-            .expect("no message within 2 s")
-            .unwrap();
-        msg.get_payload().unwrap()
-    }
-
-    async fn none_within(&mut self, d: Duration) {
-        if let Ok(Some(msg)) = tokio::time::timeout(d, self.0.on_message().next()).await {
-            panic!("unexpected message {:?}", msg.get_payload::<String>());
-        }
-    }
-}
-
 /// This crate's grant markers of `name` (docs/LAYOUT.md §12), with their values and TTLs.
 async fn markers(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, i64)> {
     let keys: Vec<String> = raw
@@ -69,22 +32,6 @@ async fn markers(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, i6
     out
 }
 
-/// Polls until the semaphore's value is `want`; panics after [`POLL_LIMIT`].
-async fn wait_value(raw: &mut MultiplexedConnection, name: &str, want: &str) {
-    let start = Instant::now();
-    loop {
-        let v = value(raw, name).await;
-        if v.as_deref() == Some(want) {
-            return;
-        }
-        assert!(
-            start.elapsed() < POLL_LIMIT,
-            "{name} stayed {v:?}, expected {want}"
-        );
-        tokio::time::sleep(ms(10)).await;
-    }
-}
-
 #[tokio::test]
 async fn try_set_permits_sets_once_and_publishes_the_count() {
     let server = RedisServer::start();
@@ -92,7 +39,7 @@ async fn try_set_permits_sets_once_and_publishes_the_count() {
     let c = client(&server);
     let name = unique_name("sem");
     let sem = c.semaphore(&name);
-    let mut messages = Messages::subscribe(&server, &channel(&name)).await;
+    let mut messages = Messages::subscribe(&server, &Primitive::Semaphore.channel(&name)).await;
 
     assert!(sem.try_set_permits(3).await.unwrap());
     assert_eq!(value(&mut raw, &name).await.as_deref(), Some("3"));
@@ -140,7 +87,7 @@ async fn add_permits_may_go_negative_and_publishes_the_new_count() {
     let c = client(&server);
     let name = unique_name("sem");
     let sem = c.semaphore(&name);
-    let mut messages = Messages::subscribe(&server, &channel(&name)).await;
+    let mut messages = Messages::subscribe(&server, &Primitive::Semaphore.channel(&name)).await;
 
     assert_eq!(sem.add_permits(2).await.unwrap(), 2, "creates the key");
     assert_eq!(messages.next().await, "2");
@@ -190,7 +137,7 @@ async fn release_without_acquire_creates_the_key_and_release_if_exists_does_not(
     let c = client(&server);
     let name = unique_name("sem");
     let sem = c.semaphore(&name);
-    let mut messages = Messages::subscribe(&server, &channel(&name)).await;
+    let mut messages = Messages::subscribe(&server, &Primitive::Semaphore.channel(&name)).await;
 
     assert!(!sem.release_if_exists(2).await.unwrap());
     assert!(!exists(&mut raw, &name).await);
@@ -243,7 +190,7 @@ async fn a_waiter_wakes_on_release_within_milliseconds() {
         let p = sem_b.acquire(1).await.unwrap();
         (p, Instant::now())
     });
-    wait_numsub(&mut raw, &channel(&name), 1).await;
+    wait_numsub(&mut raw, &Primitive::Semaphore.channel(&name), 1).await;
     tokio::time::sleep(ms(300)).await;
     assert!(!waiter.is_finished());
 
@@ -258,7 +205,7 @@ async fn a_waiter_wakes_on_release_within_milliseconds() {
     assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
     p.release().await.unwrap();
     assert_eq!(value(&mut raw, &name).await.as_deref(), Some("1"));
-    wait_numsub(&mut raw, &channel(&name), 0).await;
+    wait_numsub(&mut raw, &Primitive::Semaphore.channel(&name), 0).await;
     a.shutdown().await;
     b.shutdown().await;
 }
@@ -276,7 +223,7 @@ async fn a_waiter_for_two_permits_waits_until_two_are_there() {
         let sem = sem.clone();
         tokio::spawn(async move { sem.acquire(2).await.unwrap() })
     };
-    wait_numsub(&mut raw, &channel(&name), 1).await;
+    wait_numsub(&mut raw, &Primitive::Semaphore.channel(&name), 1).await;
     sem.add_permits(1).await.unwrap();
     tokio::time::sleep(ms(400)).await;
     assert!(!waiter.is_finished(), "acquired 2 permits out of 1");
@@ -361,7 +308,7 @@ async fn releasing_one_permit_wakes_exactly_one_waiter() {
             p.forget();
         }));
     }
-    wait_numsub(&mut raw, &channel(&name), 1).await;
+    wait_numsub(&mut raw, &Primitive::Semaphore.channel(&name), 1).await;
     // Every waiter has made its attempt after subscribing and sleeps.
     tokio::time::sleep(ms(500)).await;
     let before = command_stats(&mut raw, "evalsha").await.calls;
@@ -510,9 +457,16 @@ async fn ten_thousand_tiny_timeout_acquires_leave_the_count_exact() {
     for i in 0..10_000u32 {
         let wait = Duration::from_micros(u64::from(i % 7) * 50);
         if i % 2 == 0 {
-            if let Some(p) = sem.try_acquire_for(1, wait).await.unwrap() {
-                granted += 1;
-                drop(p);
+            // (A reply slower than the wait plus its 100 ms grace, on a loaded machine, ends
+            // the acquire with `Timeout`; the attempt is settled in the background, which the
+            // final count checks too.)
+            match sem.try_acquire_for(1, wait).await {
+                Ok(Some(p)) => {
+                    granted += 1;
+                    drop(p);
+                }
+                Ok(None) | Err(Error::Timeout { .. }) => {}
+                Err(e) => panic!("acquire {i}: {e:?}"),
             }
         } else if let Ok(Ok(Some(p))) = tokio::time::timeout(
             Duration::from_micros(u64::from(i % 5) * 40),
@@ -555,39 +509,7 @@ async fn a_dropped_acquire_neither_loses_nor_keeps_permits() {
     held.release().await.unwrap();
     tokio::time::sleep(ms(200)).await;
     assert_eq!(value(&mut raw, &name).await.as_deref(), Some("1"));
-    wait_numsub(&mut raw, &channel(&name), 0).await;
-    c.shutdown().await;
-}
-
-async fn wrong_type_fixture(server: &RedisServer) -> (Client, MultiplexedConnection, String) {
-    let mut raw = server.conn().await;
-    let name = unique_name("lockhash");
-    let () = raw.hset(&name, "f", 1).await.unwrap();
-    (client(server), raw, name)
-}
-
-#[tokio::test]
-async fn a_name_holding_another_type_is_a_clear_error_and_nothing_changes() {
-    let server = RedisServer::start();
-    let (c, mut raw, name) = wrong_type_fixture(&server).await;
-    let sem = c.semaphore(&name);
-    let is_wrong_type = |e: Error| matches!(e, Error::WrongType { ref key } if *key == name);
-    assert!(is_wrong_type(sem.try_set_permits(1).await.unwrap_err()));
-    assert!(is_wrong_type(
-        sem.try_set_permits_with_ttl(1, ms(1000)).await.unwrap_err()
-    ));
-    assert!(is_wrong_type(sem.add_permits(1).await.unwrap_err()));
-    assert!(is_wrong_type(sem.available_permits().await.unwrap_err()));
-    assert!(is_wrong_type(sem.drain_permits().await.unwrap_err()));
-    assert!(is_wrong_type(sem.try_acquire(1).await.unwrap_err()));
-    assert!(is_wrong_type(
-        sem.try_acquire_for(1, ms(100)).await.unwrap_err()
-    ));
-    assert!(is_wrong_type(sem.release(1).await.unwrap_err()));
-    assert!(is_wrong_type(sem.release_if_exists(1).await.unwrap_err()));
-    let h: Vec<(String, String)> = raw.hgetall(&name).await.unwrap();
-    assert_eq!(h, vec![("f".to_owned(), "1".to_owned())]);
-    assert_eq!(pttl(&mut raw, &name).await, -1);
+    wait_numsub(&mut raw, &Primitive::Semaphore.channel(&name), 0).await;
     c.shutdown().await;
 }
 
@@ -634,7 +556,7 @@ async fn parked_waiters_recheck_once_per_interval_per_channel() {
             sem.acquire(1).await.unwrap().forget();
         }));
     }
-    wait_numsub(&mut raw, &channel(&name), 1).await;
+    wait_numsub(&mut raw, &Primitive::Semaphore.channel(&name), 1).await;
     tokio::time::sleep(ms(500)).await;
     let before = command_stats(&mut raw, "evalsha").await.calls;
     tokio::time::sleep(ms(1_500)).await;

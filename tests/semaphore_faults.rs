@@ -8,40 +8,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{FaultProxy, Mode, RedisServer, ms, unique_name, wait_numsub};
+use common::{
+    FaultProxy, Mode, RedisServer, builder, ms, unique_name, value, value_becomes, wait_numsub,
+};
 use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
-use redisson_sync::{Client, ClientBuilder};
+use redisson_sync::Client;
 use tokio::time::{Instant, sleep, timeout};
-
-fn builder(url: String) -> ClientBuilder {
-    Client::builder()
-        .url(url)
-        .watchdog_timeout(Duration::from_secs(30))
-}
-
-async fn value(raw: &mut MultiplexedConnection, name: &str) -> Option<String> {
-    raw.get(name).await.unwrap()
-}
-
-/// Polls until `name` holds `want`; `false` after `within`.
-async fn value_becomes(
-    raw: &mut MultiplexedConnection,
-    name: &str,
-    want: &str,
-    within: Duration,
-) -> bool {
-    let start = Instant::now();
-    loop {
-        if value(raw, name).await.as_deref() == Some(want) {
-            return true;
-        }
-        if start.elapsed() > within {
-            return false;
-        }
-        sleep(ms(10)).await;
-    }
-}
 
 /// Loads the semaphore scripts through `client`, so that from then on each call goes out as
 /// one EVALSHA (the proxy's trigger then fires on the call itself).

@@ -16,12 +16,26 @@ use common::{exists, unique_name};
 use redisson_sync::{BuildError, Client, Config, Owner};
 use testkit::{RedisServer, TlsFiles};
 
+/// `true` (and a note) when the server build has no TLS (`testkit::ServerBuild::supports_tls`,
+/// probed): the test is skipped.
+fn no_tls() -> bool {
+    let build = testkit::ServerBuild::current();
+    let none = !build.supports_tls();
+    if none {
+        eprintln!("skipped: server build {} has no TLS", build.name());
+    }
+    none
+}
+
 fn tls_url(port: u16) -> String {
     format!("rediss://127.0.0.1:{port}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_work_over_tls_and_an_untrusted_certificate_is_refused() {
+    if no_tls() {
+        return;
+    }
     let files = TlsFiles::generate();
     let (server, tls_port) = RedisServer::start_tls(&files, &[]);
     let mut plain = server.conn().await;
@@ -104,6 +118,9 @@ async fn locks_work_over_tls_and_an_untrusted_certificate_is_refused() {
 
 #[tokio::test]
 async fn a_server_that_asks_for_client_certificates_gets_the_configured_one() {
+    if no_tls() {
+        return;
+    }
     let files = TlsFiles::generate();
     let (_server, tls_port) = RedisServer::start_tls(&files, &["--tls-auth-clients", "yes"]);
     let ca = files.ca_cert().to_string_lossy().into_owned();
@@ -134,6 +151,9 @@ async fn a_server_that_asks_for_client_certificates_gets_the_configured_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_over_tls_serves_every_master() {
+    if no_tls() {
+        return;
+    }
     let files = TlsFiles::generate();
     let cluster = tokio::task::spawn_blocking({
         let builder = testkit::RedisCluster::builder().masters(3).tls(&files);
@@ -201,6 +221,9 @@ async fn a_cluster_over_tls_serves_every_master() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_over_tls_finds_the_master_and_follows_a_failover() {
+    if no_tls() {
+        return;
+    }
     let files = TlsFiles::generate();
     let setup = tokio::task::block_in_place(|| testkit::RedisSentinel::start_tls(&files));
     let ca = files.ca_cert().to_string_lossy().into_owned();

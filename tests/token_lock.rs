@@ -1,8 +1,14 @@
-//! The plain token lock (`client.token_lock(name)`): exactly what it writes (`SET name token
-//! NX PX lease`, a string and its TTL, nothing else), compare-and-delete that never deletes
-//! another holder's value, the watchdog's compare-and-`PEXPIRE`, the token formats and sharing
-//! a lock with a service that hand-wrote the same protocol, non-reentrancy, bad input, cancel
-//! safety, and a lost acquire or release reply.
+//! The plain token lock (`client.token_lock(name)`), what only it does: exactly what it
+//! writes with its default random values (`SET name <value> NX PX lease`, a string and its
+//! TTL, nothing else, a fresh value per acquisition), compare-and-delete that never deletes
+//! another holder's value, the value formats and sharing a lock with a service that hand-wrote
+//! the same protocol, the `ClientId` format's one holder per client, and the random format's
+//! own paths under cancellation and lost replies (an attempt's random value settles its
+//! outcome exactly).
+//!
+//! What the token lock shares with every kind (release on drop, the watchdog, re-entry,
+//! errors, leases, cancellation, faults) runs in the test matrix (`common::Kind::Token`, with
+//! `<client id>:<owner id>` values).
 //!
 //! Every loop is bounded in count and time.
 
@@ -11,37 +17,13 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    FaultProxy, RedisServer, client, client_with_watchdog, command_stats, dbsize, exists, ms, pttl,
-    unique_name,
+    FaultProxy, Kind, POLL_LIMIT, RedisServer, client, command_stats, dbsize, exists, key_type, ms,
+    pttl, unique_name, value, wait_gone,
 };
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use redisson_sync::{Client, Error, LockOptions, Owner, TokenFormat};
+use redisson_sync::{Client, Error, LockOptions, Owner, ValueFormat};
 use tokio::time::{Instant, sleep, timeout};
-
-/// Upper bound of every poll loop of this file.
-const POLL_LIMIT: Duration = Duration::from_secs(5);
-
-async fn value(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
-    raw.get(key).await.unwrap()
-}
-
-async fn key_type(raw: &mut MultiplexedConnection, key: &str) -> String {
-    redis::cmd("TYPE").arg(key).query_async(raw).await.unwrap()
-}
-
-/// Polls until `key` is absent; panics after [`POLL_LIMIT`].
-async fn wait_absent(raw: &mut MultiplexedConnection, key: &str) {
-    let start = Instant::now();
-    while exists(raw, key).await {
-        assert!(
-            start.elapsed() < POLL_LIMIT,
-            "{key} is still there: {:?}",
-            value(raw, key).await
-        );
-        sleep(ms(10)).await;
-    }
-}
 
 /// What a hand-written service's release does: compare-and-delete with its own value.
 async fn service_release(raw: &mut MultiplexedConnection, key: &str, token: &str) -> i64 {
@@ -82,10 +64,13 @@ async fn acquire_writes_set_nx_px_and_a_second_client_waits_for_the_unlock() {
         .unwrap()
         .expect("a free lock is granted");
     assert_eq!(guard.name(), name);
-    assert!(is_random_token(guard.token()), "{}", guard.token());
+    assert!(is_random_token(guard.holder()), "{}", guard.holder());
     assert_eq!(guard.lease(), Some(ms(10_000)));
     assert_eq!(key_type(&mut raw, &name).await, "string");
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some(guard.token()));
+    assert_eq!(
+        value(&mut raw, &name).await.as_deref(),
+        Some(guard.holder())
+    );
     let ttl = pttl(&mut raw, &name).await;
     assert!((9_000..=10_000).contains(&ttl), "pttl {ttl}");
     assert_eq!(dbsize(&mut raw).await, 1, "only the lock key is written");
@@ -104,8 +89,11 @@ async fn acquire_writes_set_nx_px_and_a_second_client_waits_for_the_unlock() {
     });
     sleep(ms(200)).await;
     assert!(!waiter.is_finished());
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some(guard.token()));
-    let first = guard.token().to_owned();
+    assert_eq!(
+        value(&mut raw, &name).await.as_deref(),
+        Some(guard.holder())
+    );
+    let first = guard.holder().to_owned();
     guard.unlock().await.unwrap();
     let unlocked = std::time::Instant::now();
     let (g, got) = timeout(POLL_LIMIT, waiter).await.unwrap().unwrap();
@@ -114,8 +102,8 @@ async fn acquire_writes_set_nx_px_and_a_second_client_waits_for_the_unlock() {
         "the poller took {:?}",
         got.duration_since(unlocked)
     );
-    assert_ne!(g.token(), first, "a fresh token per acquisition");
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some(g.token()));
+    assert_ne!(g.holder(), first, "a fresh token per acquisition");
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some(g.holder()));
     // No lease given: the watchdog timeout (30 s).
     assert_eq!(g.lease(), None);
     let ttl = pttl(&mut raw, &name).await;
@@ -123,7 +111,7 @@ async fn acquire_writes_set_nx_px_and_a_second_client_waits_for_the_unlock() {
 
     // Dropping the guard releases it in the background.
     drop(g);
-    wait_absent(&mut raw, &name).await;
+    wait_gone(&mut raw, &name, POLL_LIMIT).await;
     assert_eq!(dbsize(&mut raw).await, 0);
     a.shutdown().await;
     b.shutdown().await;
@@ -139,9 +127,9 @@ async fn compare_and_delete_never_deletes_another_holders_value() {
 
     // unlock(): the lease ran out and another service took the lock.
     let guard = lock.lock_with_options(&lease(ms(200))).await.unwrap();
-    let token = guard.token().to_owned();
+    let token = guard.holder().to_owned();
     timeout(POLL_LIMIT, guard.lost()).await.unwrap();
-    wait_absent(&mut raw, &name).await;
+    wait_gone(&mut raw, &name, POLL_LIMIT).await;
     let () = raw.set_ex(&name, "other-service", 10).await.unwrap();
     match guard.unlock().await {
         Err(Error::NotHeld { name: n, holder }) => {
@@ -178,41 +166,6 @@ async fn compare_and_delete_never_deletes_another_holders_value() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_watchdog_keeps_the_lock_past_several_leases_and_reports_its_loss() {
-    let server = RedisServer::start();
-    let mut raw = server.conn().await;
-    let c = client_with_watchdog(&server, ms(600));
-    let name = unique_name("token");
-    let guard = c.token_lock(&name).lock().await.unwrap();
-    let token = guard.token().to_owned();
-    let ttl = pttl(&mut raw, &name).await;
-    assert!((400..=600).contains(&ttl), "pttl {ttl}");
-
-    // Four leases later it is still held, its TTL renewed.
-    sleep(ms(2_400)).await;
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some(&*token));
-    let ttl = pttl(&mut raw, &name).await;
-    assert!((1..=600).contains(&ttl), "pttl {ttl}");
-    assert!(!guard.is_lost());
-    assert!(guard.valid_until() > std::time::Instant::now());
-
-    // Replaced behind its back: the renewal finds another value, the guard reports lost,
-    // and the intruder's value is neither extended nor deleted.
-    let () = raw.set(&name, "intruder").await.unwrap();
-    timeout(ms(2_000), guard.lost())
-        .await
-        .expect("the guard reports the loss");
-    assert!(guard.is_lost());
-    match guard.unlock().await {
-        Err(Error::LeaseLost { name: n }) => assert_eq!(n, name),
-        other => panic!("expected LeaseLost, got {other:?}"),
-    }
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("intruder"));
-    assert_eq!(pttl(&mut raw, &name).await, -1);
-    c.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_three_token_formats_write_the_expected_values() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
@@ -220,39 +173,39 @@ async fn the_three_token_formats_write_the_expected_values() {
     let name = unique_name("token");
 
     let random = c.token_lock(&name);
-    assert_eq!(random.format(), TokenFormat::Random);
+    assert_eq!(random.format(), ValueFormat::Random);
     let g1 = random.lock().await.unwrap();
-    assert!(is_random_token(g1.token()));
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some(g1.token()));
-    let t1 = g1.token().to_owned();
+    assert!(is_random_token(g1.holder()));
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some(g1.holder()));
+    let t1 = g1.holder().to_owned();
     g1.unlock().await.unwrap();
     let g2 = random.lock().await.unwrap();
-    assert!(is_random_token(g2.token()));
-    assert_ne!(g2.token(), t1);
+    assert!(is_random_token(g2.holder()));
+    assert_ne!(g2.holder(), t1);
     g2.unlock().await.unwrap();
 
-    let by_client = c.token_lock(&name).with_format(TokenFormat::ClientId);
-    assert_eq!(by_client.format(), TokenFormat::ClientId);
+    let by_client = c.token_lock(&name).with_format(ValueFormat::ClientId);
+    assert_eq!(by_client.format(), ValueFormat::ClientId);
     let g = by_client.lock().await.unwrap();
-    assert_eq!(g.token(), c.id());
+    assert_eq!(g.holder(), c.id());
     assert_eq!(value(&mut raw, &name).await.as_deref(), Some(c.id()));
     g.unlock().await.unwrap();
 
     let by_owner = c
         .token_lock(&name)
-        .with_format(TokenFormat::ClientIdAndOwner);
+        .with_format(ValueFormat::ClientIdAndOwner);
     let g = by_owner
         .lock_with_options(&LockOptions::new().owner(Owner::new(57)))
         .await
         .unwrap();
     let want = format!("{}:57", c.id());
-    assert_eq!(g.token(), want);
+    assert_eq!(g.holder(), want);
     assert_eq!(value(&mut raw, &name).await, Some(want));
     g.unlock().await.unwrap();
     // The default owner is the current task, as for the locks.
     let (token, task) = tokio::spawn(async move {
         let g = by_owner.lock().await.unwrap();
-        let token = g.token().to_owned();
+        let token = g.holder().to_owned();
         g.unlock().await.unwrap();
         (token, Owner::current())
     })
@@ -271,7 +224,7 @@ async fn client_id_and_owner_shares_a_lock_with_a_hand_written_service() {
     let name = unique_name("token");
     let lock = c
         .token_lock(&name)
-        .with_format(TokenFormat::ClientIdAndOwner);
+        .with_format(ValueFormat::ClientIdAndOwner);
     let owner = |n| LockOptions::new().owner(Owner::new(n));
     let service_value = format!("{}:7", c.id());
 
@@ -293,14 +246,14 @@ async fn client_id_and_owner_shares_a_lock_with_a_hand_written_service() {
             .unwrap()
             .is_none()
     );
-    // The same value is the same holder: not reentrant, Redis unchanged.
-    match lock.try_lock_with_options(Duration::ZERO, &owner(7)).await {
-        Err(Error::NotReentrant { name: n, holder }) => {
-            assert_eq!(n, name);
-            assert_eq!(holder, service_value);
-        }
-        other => panic!("expected NotReentrant, got {other:?}"),
-    }
+    // The same value, held by a service this client has no guard for: busy, as another
+    // holder's hold (not a re-entry, which only a guard of this client makes), Redis unchanged.
+    assert!(
+        lock.try_lock_with_options(Duration::ZERO, &owner(7))
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert_eq!(value(&mut raw, &name).await, Some(service_value.clone()));
     let ttl = pttl(&mut raw, &name).await;
     assert!((9_000..=10_000).contains(&ttl), "pttl {ttl}");
@@ -322,7 +275,7 @@ async fn client_id_and_owner_shares_a_lock_with_a_hand_written_service() {
         .unwrap()
         .expect("owner 8 gets the lock");
     let ours = format!("{}:8", c.id());
-    assert_eq!(guard.token(), ours);
+    assert_eq!(guard.holder(), ours);
     assert_eq!(value(&mut raw, &name).await, Some(ours.clone()));
 
     // The service's release with its own value leaves ours alone; a service holder with our
@@ -335,178 +288,35 @@ async fn client_id_and_owner_shares_a_lock_with_a_hand_written_service() {
     c.shutdown().await;
 }
 
+/// The `ClientId` format: every task of the client is the same holder, so another task's
+/// acquire is refused as a re-entry (`NotReentrant`) instead of waiting. (A re-entry of the
+/// same value in general, for the `ClientIdAndOwner` format: `tests/lock_variants.rs`, with
+/// every kind.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_re_acquire_by_the_same_token_is_not_reentrant_and_changes_nothing() {
+async fn with_client_id_values_every_task_of_the_client_is_the_same_holder() {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let c = client(&server);
     let name = unique_name("token");
-    let opts = LockOptions::new().owner(Owner::new(3)).lease(ms(20_000));
-    let lock = c
-        .token_lock(&name)
-        .with_format(TokenFormat::ClientIdAndOwner);
-    let guard = lock
-        .try_lock_with_options(Duration::ZERO, &opts)
-        .await
-        .unwrap()
-        .unwrap();
-    let before = pttl(&mut raw, &name).await;
-    let sets = command_stats(&mut raw, "set").await.calls;
-    let writes = ["del", "pexpire", "setex", "psetex", "getset"];
-    let mut other_writes = Vec::new();
-    for w in writes {
-        other_writes.push(command_stats(&mut raw, w).await.calls);
-    }
-
-    // A single attempt, a waiting one and an untimed one: all refused at once.
-    let started = Instant::now();
-    for wait in [Some(Duration::ZERO), Some(ms(2_000)), None] {
-        let got = match wait {
-            Some(wait) => lock.try_lock_with_options(wait, &opts).await.map(|_| ()),
-            None => lock.lock_with_options(&opts).await.map(|_| ()),
-        };
-        match got {
-            Err(Error::NotReentrant { name: n, holder }) => {
-                assert_eq!(n, name);
-                assert_eq!(holder, guard.token());
-            }
-            other => panic!("{wait:?}: expected NotReentrant, got {other:?}"),
-        }
-    }
-    assert!(started.elapsed() < ms(1_000), "{:?}", started.elapsed());
-    // The ClientId format: every task of the client is the same holder.
-    let by_client = c
-        .token_lock(unique_name("token"))
-        .with_format(TokenFormat::ClientId);
+    let by_client = c.token_lock(&name).with_format(ValueFormat::ClientId);
     let held = by_client.lock().await.unwrap();
+    let sets = command_stats(&mut raw, "set").await.calls;
     let again = by_client.clone();
     let other_task = tokio::spawn(async move { again.try_lock_for(ms(500)).await.map(|_| ()) })
         .await
         .unwrap();
-    assert!(matches!(other_task, Err(Error::NotReentrant { .. })));
-    held.unlock().await.unwrap();
-
-    // Redis unchanged: value, TTL, and no write command ran.
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some(guard.token()));
-    let after = pttl(&mut raw, &name).await;
-    assert!(
-        after <= before && after > before - 3_000,
-        "{before} -> {after}"
-    );
-    // Exactly one SET NX per refused attempt, none of which wrote (NX found the key); the
-    // ClientId lock above added one granted SET.
-    let sets_after = command_stats(&mut raw, "set").await.calls;
-    assert_eq!(sets_after - sets, 3 + 2, "SET calls");
-    for (w, calls) in writes.iter().zip(other_writes) {
-        let now = command_stats(&mut raw, w).await.calls;
-        // The ClientId lock's unlock is the one DEL.
-        let expected = u64::from(*w == "del");
-        assert_eq!(now - calls, expected, "{w} calls");
-    }
-    guard.unlock().await.unwrap();
-    assert!(!exists(&mut raw, &name).await);
-    c.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_key_of_another_type_is_wrong_type_and_left_unchanged() {
-    let server = RedisServer::start();
-    let mut raw = server.conn().await;
-    let c = client(&server);
-    let name = unique_name("token");
-    // A Redisson lock's hash (a holder field and its count), with a TTL.
-    let () = raw.hset(&name, "some-uuid:1", 1).await.unwrap();
-    let () = raw.pexpire(&name, 20_000).await.unwrap();
-    let lock = c.token_lock(&name);
-    for wait in [Some(Duration::ZERO), Some(ms(500)), None] {
-        let got = match wait {
-            Some(wait) => lock.try_lock_for(wait).await.map(|_| ()),
-            None => lock.lock().await.map(|_| ()),
-        };
-        match got {
-            Err(Error::WrongType { key }) => assert_eq!(key, name),
-            other => panic!("{wait:?}: expected WrongType, got {other:?}"),
+    match other_task {
+        Err(Error::NotReentrant { name: n, holder }) => {
+            assert_eq!(n, name);
+            assert_eq!(holder, c.id());
         }
+        other => panic!("expected NotReentrant, got {other:?}"),
     }
-    assert_eq!(key_type(&mut raw, &name).await, "hash");
-    assert_eq!(
-        common::hash(&mut raw, &name).await,
-        vec![("some-uuid:1".to_owned(), "1".to_owned())]
-    );
-    let ttl = pttl(&mut raw, &name).await;
-    assert!((15_000..=20_000).contains(&ttl), "pttl {ttl}");
-    // A list too.
-    let list = unique_name("token");
-    let () = raw.rpush(&list, "x").await.unwrap();
-    assert!(matches!(
-        c.token_lock(&list).try_lock().await,
-        Err(Error::WrongType { .. })
-    ));
-    let items: Vec<String> = raw.lrange(&list, 0, -1).await.unwrap();
-    assert_eq!(items, vec!["x".to_owned()]);
-    assert_eq!(dbsize(&mut raw).await, 2);
-    c.shutdown().await;
-}
-
-#[tokio::test]
-async fn an_invalid_lease_is_refused_and_nothing_is_sent() {
-    let server = RedisServer::start();
-    let mut raw = server.conn().await;
-    let c = client(&server);
-    let lock = c.token_lock(unique_name("token"));
-    for bad in [Duration::ZERO, Duration::from_micros(999), Duration::MAX] {
-        let opts = lease(bad);
-        assert!(
-            matches!(
-                lock.lock_with_options(&opts).await,
-                Err(Error::InvalidArgument(_))
-            ),
-            "{bad:?}"
-        );
-        assert!(matches!(
-            lock.try_lock_with_options(ms(100), &opts).await,
-            Err(Error::InvalidArgument(_))
-        ));
-    }
-    assert_eq!(command_stats(&mut raw, "evalsha").await.calls, 0);
-    assert_eq!(command_stats(&mut raw, "eval").await.calls, 0);
-    assert_eq!(dbsize(&mut raw).await, 0);
-    c.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn explicit_leases_expire_forget_keeps_the_lock_and_lost_fires_on_time() {
-    let server = RedisServer::start();
-    let mut raw = server.conn().await;
-    let c = client(&server);
-    let name = unique_name("token");
-    let lock = c.token_lock(&name);
-
-    let guard = lock.lock_with_options(&lease(ms(500))).await.unwrap();
-    let until = guard.valid_until();
-    timeout(ms(2_000), guard.lost()).await.unwrap();
-    // At the lease's end minus the drift margin (1 % + 2 ms of 500 ms).
-    let now = std::time::Instant::now();
-    assert!(now + ms(10) >= until, "lost {:?} early", until - now);
-    assert!(now <= until + ms(150), "lost {:?} late", now - until);
-    wait_absent(&mut raw, &name).await;
-    assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
-
-    // forget(): nothing released now or on drop; the key expires with its lease.
-    let guard = lock.lock_with_options(&lease(ms(400))).await.unwrap();
-    let token = guard.token().to_owned();
-    guard.forget();
-    sleep(ms(150)).await;
-    assert_eq!(value(&mut raw, &name).await, Some(token));
-    wait_absent(&mut raw, &name).await;
-    // Once it expired, the lock is free again.
-    lock.try_lock()
-        .await
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    // Refused before anything was sent: no SET.
+    assert_eq!(command_stats(&mut raw, "set").await.calls, sets);
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some(c.id()));
+    held.unlock().await.unwrap();
+    assert!(!exists(&mut raw, &name).await);
     c.shutdown().await;
 }
 
@@ -563,18 +373,11 @@ async fn dropped_acquire_futures_and_tiny_waits_leave_no_key_behind() {
         .unwrap()
         .unwrap();
     assert!(granted > 0, "no acquire ever succeeded");
-    wait_absent(&mut raw, &name).await;
+    wait_gone(&mut raw, &name, POLL_LIMIT).await;
     sleep(ms(200)).await;
     assert!(!exists(&mut raw, &name).await, "a late grant was left");
     assert_eq!(dbsize(&mut raw).await, 0);
     c.shutdown().await;
-}
-
-/// Loads the token lock's scripts through `client`, so that from then on each call goes out
-/// as one EVALSHA (the proxy's trigger then fires on the call itself).
-async fn warm_up(client: &Client) {
-    let g = client.token_lock(unique_name("warm")).lock().await.unwrap();
-    g.unlock().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -587,7 +390,7 @@ async fn a_lost_acquire_reply_is_resolved_and_handed_to_the_caller() {
         .watchdog_timeout(Duration::from_secs(30))
         .build()
         .unwrap();
-    warm_up(&c).await;
+    Kind::Token.warm_up(&c).await;
     for wait in [None, Some(ms(2_000)), Some(Duration::ZERO)] {
         let name = unique_name("token");
         let lock = c.token_lock(&name);
@@ -606,7 +409,10 @@ async fn a_lost_acquire_reply_is_resolved_and_handed_to_the_caller() {
             Ok(Some(guard)) => guard,
             other => panic!("{wait:?}: the grant was not handed out: {other:?}"),
         };
-        assert_eq!(value(&mut raw, &name).await.as_deref(), Some(guard.token()));
+        assert_eq!(
+            value(&mut raw, &name).await.as_deref(),
+            Some(guard.holder())
+        );
         let ttl = pttl(&mut raw, &name).await;
         assert!((25_000..=30_000).contains(&ttl), "pttl {ttl}");
         assert!(!guard.is_lost());
@@ -626,7 +432,7 @@ async fn a_lost_release_reply_is_settled_without_a_second_delete() {
         .watchdog_timeout(Duration::from_secs(30))
         .build()
         .unwrap();
-    warm_up(&c).await;
+    Kind::Token.warm_up(&c).await;
     let name = unique_name("token");
     let guard = c
         .token_lock(&name)
@@ -635,7 +441,7 @@ async fn a_lost_release_reply_is_settled_without_a_second_delete() {
         .unwrap();
     let dels = command_stats(&mut raw, "del").await.calls;
     // The release's EVALSHA is the next request carrying the token.
-    let trigger = proxy.reset_after(guard.token().as_bytes());
+    let trigger = proxy.reset_after(guard.holder().as_bytes());
     timeout(Duration::from_secs(10), guard.unlock())
         .await
         .expect("the unlock did not return")
@@ -650,19 +456,19 @@ async fn a_lost_release_reply_is_settled_without_a_second_delete() {
 fn handles_and_guards_are_send_sync_and_static() {
     fn check<T: Send + Sync + 'static>() {}
     check::<redisson_sync::TokenLock>();
-    check::<redisson_sync::TokenGuard>();
-    check::<TokenFormat>();
-    assert_eq!(TokenFormat::default(), TokenFormat::Random);
+    check::<redisson_sync::LockGuard>();
+    check::<ValueFormat>();
+    assert_eq!(ValueFormat::default(), ValueFormat::Random);
 }
 
 #[tokio::test]
 async fn a_handle_is_cheap_debug_and_keeps_its_format() {
     let server = RedisServer::start();
     let c = client(&server);
-    let lock = c.token_lock("jobs:1").with_format(TokenFormat::ClientId);
+    let lock = c.token_lock("jobs:1").with_format(ValueFormat::ClientId);
     let copy = lock.clone();
     assert_eq!(copy.name(), "jobs:1");
-    assert_eq!(copy.format(), TokenFormat::ClientId);
+    assert_eq!(copy.format(), ValueFormat::ClientId);
     let shown = format!("{lock:?}");
     assert!(
         shown.contains("TokenLock") && shown.contains("jobs:1") && shown.contains(c.id()),

@@ -7,8 +7,11 @@
 //!
 //! Every test runs once per lock kind (`common::Kind`, `per_kind!`). Kind-specific: the
 //! watchdog renews a read hold with its own script (`lua/rwlock/renew_read.lua`), which renews
-//! the hold's marker keys too (their PTTLs are checked with the hash's); a read hold does not
-//! keep other readers out, so the contender of a read hold takes the write half.
+//! the hold's marker keys too (their PTTLs are checked with the hash's), and a token lock's
+//! value by compare-and-`PEXPIRE` (`lua/token/renew.lua`); a read hold does not keep other
+//! readers out, so the contender of a read hold takes the write half; the non-reentrant kinds
+//! and the token lock refuse a re-entry (`Kind::reentry`), so their holds are single; the
+//! fenced lock's token counter stays after every release (`Kind::lasting_keys`).
 
 mod common;
 
@@ -17,13 +20,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{
-    Kind, RedisServer, client_with_watchdog, command_stats, dbsize, exists, hash, ms, per_kind,
-    pttl, unique_name,
+    Kind, RedisServer, Reentry, assert_pttls_within, client_with_watchdog, command_stats, dbsize,
+    exists, ms, per_kind, pttl, state, unique_name,
 };
 use futures_util::StreamExt;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redisson_sync::{Client, Error, LockOptions, Owner};
+
 use tokio::time::{Instant, sleep, timeout};
 
 /// `calls + rejected_calls` of one command in `INFO commandstats` (0 if never called).
@@ -42,21 +46,7 @@ async fn script_and_pexpire_calls(raw: &mut MultiplexedConnection) -> (u64, u64)
     (scripts, command_calls(raw, "pexpire").await)
 }
 
-/// Asserts that every key of `keys` (a hold's [`Kind::hold_keys`]) has a PTTL in
-/// `(0, timeout_ms]`.
-async fn assert_pttls_within(
-    raw: &mut MultiplexedConnection,
-    keys: &[String],
-    timeout_ms: i64,
-    at: Duration,
-) {
-    for key in keys {
-        let p = pttl(raw, key).await;
-        assert!(p > 0 && p <= timeout_ms, "{key}: pttl {p} after {at:?}");
-    }
-}
-
-per_kind!(#[tokio::test] async fn watchdog_keeps_lock_alive_past_three_timeouts);
+per_kind!(at_once current_thread, async fn watchdog_keeps_lock_alive_past_three_timeouts);
 
 async fn watchdog_keeps_lock_alive_past_three_timeouts(kind: Kind) {
     let server = RedisServer::start();
@@ -102,17 +92,17 @@ async fn watchdog_keeps_lock_alive_past_three_timeouts(kind: Kind) {
     assert!(samples >= 3, "only {samples} samples");
     // The key outlived its 600 ms lease three times over: it was renewed, and PTTL went up.
     assert!(renewals_seen >= 1, "no renewal observed");
-    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 1));
+    assert_eq!(state(&mut raw, &name).await, kind.state_of(&holder, 1));
     assert!(!guard.is_lost());
 
     guard.unlock().await.unwrap();
     assert!(!exists(&mut raw, &name).await);
-    assert_eq!(dbsize(&mut raw).await, 0);
+    kind.assert_nothing_left(&mut raw, &[&name]).await;
     other.shutdown().await;
     client.shutdown().await;
 }
 
-per_kind!(#[tokio::test] async fn explicit_lease_expires_on_time_and_is_never_renewed);
+per_kind!(at_once current_thread, async fn explicit_lease_expires_on_time_and_is_never_renewed);
 
 async fn explicit_lease_expires_on_time_and_is_never_renewed(kind: Kind) {
     let server = RedisServer::start();
@@ -128,7 +118,7 @@ async fn explicit_lease_expires_on_time_and_is_never_renewed(kind: Kind) {
         .unwrap();
     assert_eq!(guard.lease(), Some(ms(300)));
     let holder = kind.field(&client, guard.owner());
-    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 1));
+    assert_eq!(state(&mut raw, &name).await, kind.state_of(&holder, 1));
     let mut previous = pttl(&mut raw, &name).await;
     assert!(previous > 0 && previous <= 300, "pttl {previous}");
 
@@ -140,7 +130,8 @@ async fn explicit_lease_expires_on_time_and_is_never_renewed(kind: Kind) {
         if p == -2 {
             break;
         }
-        assert!(p > 0 && p <= previous, "pttl went from {previous} to {p}");
+        // (0: less than a millisecond left, the key not yet expired.)
+        assert!(p >= 0 && p <= previous, "pttl went from {previous} to {p}");
         previous = p;
         assert!(
             start.elapsed() < ms(2000),
@@ -156,7 +147,7 @@ async fn explicit_lease_expires_on_time_and_is_never_renewed(kind: Kind) {
     sleep(ms(450)).await;
     assert!(!exists(&mut raw, &name).await);
     // (The read half's marker key expired with the hash.)
-    assert_eq!(dbsize(&mut raw).await, 0);
+    kind.assert_nothing_left(&mut raw, &[&name]).await;
     assert!(guard.is_lost());
     assert!(timeout(ms(10), guard.lost()).await.is_ok());
     assert!(guard.valid_until() <= std::time::Instant::now());
@@ -176,10 +167,13 @@ async fn explicit_lease_expires_on_time_and_is_never_renewed(kind: Kind) {
         }
         e => panic!("expected NotHeld, got {e:?}"),
     }
-    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&other_holder, 1));
+    assert_eq!(
+        state(&mut raw, &name).await,
+        kind.state_of(&other_holder, 1)
+    );
     g2.unlock().await.unwrap();
     assert!(!exists(&mut raw, &name).await);
-    assert_eq!(dbsize(&mut raw).await, 0);
+    kind.assert_nothing_left(&mut raw, &[&name]).await;
     other.shutdown().await;
     client.shutdown().await;
 }
@@ -204,10 +198,17 @@ async fn never_renews_after_unlock_over_1000_cycles(kind: Kind) {
                     let guard = lock.lock().await.unwrap();
                     assert!(!guard.is_lost());
                     match i % 4 {
-                        // Reentrant hold released first, then the outer one.
+                        // Reentrant hold released first, then the outer one (a refused
+                        // re-entry for the kinds that refuse it).
                         0 => {
-                            let inner = lock.lock().await.unwrap();
-                            inner.unlock().await.unwrap();
+                            let inner = lock.lock().await;
+                            match kind.reentry() {
+                                Reentry::Counts => inner.unwrap().unlock().await.unwrap(),
+                                Reentry::Refused => assert!(
+                                    matches!(inner, Err(Error::NotReentrant { .. })),
+                                    "{kind}: {inner:?}"
+                                ),
+                            }
                             guard.unlock().await.unwrap();
                         }
                         // Release on drop (in the background).
@@ -225,9 +226,14 @@ async fn never_renews_after_unlock_over_1000_cycles(kind: Kind) {
     }
     assert_eq!(names.len(), 12);
 
-    // Releases on drop finish in the background; then no lock key remains.
+    // Releases on drop finish in the background; then no lock key remains (but the fenced
+    // lock's token counters).
+    let lasting: u64 = names
+        .iter()
+        .map(|n| kind.lasting_keys(n).len() as u64)
+        .sum();
     let start = Instant::now();
-    while dbsize(&mut raw).await != 0 {
+    while dbsize(&mut raw).await != lasting {
         assert!(
             start.elapsed() < ms(2000),
             "lock keys remain after all releases"
@@ -248,7 +254,8 @@ async fn never_renews_after_unlock_over_1000_cycles(kind: Kind) {
         before, after,
         "(scripts, pexpire) calls during the idle window"
     );
-    assert_eq!(dbsize(&mut raw).await, 0);
+    let all: Vec<&str> = names.iter().map(String::as_str).collect();
+    kind.assert_nothing_left(&mut raw, &all).await;
 
     // Positive control: with one lock held, the same window shows the watchdog at work.
     let guard = kind.any(&client, &names[0]).lock().await.unwrap();
@@ -310,7 +317,7 @@ async fn never_renews_after_unlock_over_1000_cycles(kind: Kind) {
     }
     leased.unlock().await.unwrap();
     guard.unlock().await.unwrap();
-    assert_eq!(dbsize(&mut raw).await, 0);
+    kind.assert_nothing_left(&mut raw, &all).await;
     client.shutdown().await;
 }
 
@@ -380,7 +387,7 @@ async fn lost_lock_is_signalled_and_unlock_reports_it(removal: Removal, kind: Ki
         "(scripts, pexpire) calls after the lock was lost"
     );
 
-    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&new_holder, 1));
+    assert_eq!(state(&mut raw, &name).await, kind.state_of(&new_holder, 1));
     let p = pttl(&mut raw, &name).await;
     assert!(p > 8_500 && p < 10_000, "new holder's pttl {p}");
     g2.unlock().await.unwrap();
@@ -389,7 +396,7 @@ async fn lost_lock_is_signalled_and_unlock_reports_it(removal: Removal, kind: Ki
     client.shutdown().await;
 }
 
-per_kind!(#[tokio::test] async fn key_deleted_behind_holders_back_is_signalled_lost);
+per_kind!(at_once current_thread, async fn key_deleted_behind_holders_back_is_signalled_lost);
 
 /// (For the read half, `DEL` removes the hash only: the hold's marker key is left to expire,
 /// which it does within a watchdog timeout as nothing renews it any more.)
@@ -397,14 +404,14 @@ async fn key_deleted_behind_holders_back_is_signalled_lost(kind: Kind) {
     lost_lock_is_signalled_and_unlock_reports_it(Removal::RawDel, kind).await;
 }
 
-per_kind!(#[tokio::test] async fn force_unlock_by_another_client_is_signalled_lost);
+per_kind!(at_once current_thread, async fn force_unlock_by_another_client_is_signalled_lost);
 
 /// (The halves force-unlock a lock in their own mode only: the holder's own half here.)
 async fn force_unlock_by_another_client_is_signalled_lost(kind: Kind) {
     lost_lock_is_signalled_and_unlock_reports_it(Removal::ForceUnlock, kind).await;
 }
 
-per_kind!(#[tokio::test] async fn key_taken_over_by_another_owner_is_lost_and_not_extended);
+per_kind!(at_once current_thread, async fn key_taken_over_by_another_owner_is_lost_and_not_extended);
 
 async fn key_taken_over_by_another_owner_is_lost_and_not_extended(kind: Kind) {
     let server = RedisServer::start();
@@ -416,7 +423,7 @@ async fn key_taken_over_by_another_owner_is_lost_and_not_extended(kind: Kind) {
 
     let guard = kind.any(&client, &name).lock().await.unwrap();
     let old_holder = kind.field(&client, guard.owner());
-    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&old_holder, 1));
+    assert_eq!(state(&mut raw, &name).await, kind.state_of(&old_holder, 1));
 
     // Delete and take over at once, before the old holder's next renewal.
     let n: u64 = raw.del(&name).await.unwrap();
@@ -457,7 +464,7 @@ async fn key_taken_over_by_another_owner_is_lost_and_not_extended(kind: Kind) {
 
     let err = guard.unlock().await.unwrap_err();
     assert!(matches!(err, Error::LeaseLost { .. }), "{err:?}");
-    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&new_holder, 1));
+    assert_eq!(state(&mut raw, &name).await, kind.state_of(&new_holder, 1));
     g2.unlock().await.unwrap();
     assert!(!exists(&mut raw, &name).await);
     other.shutdown().await;
@@ -494,7 +501,7 @@ fn parse_renew(line: &str, sha: &str) -> Option<RenewCall> {
     Some(RenewCall { keys, argv })
 }
 
-per_kind!(#[tokio::test] async fn renewals_are_batched_by_watchdog_batch_size);
+per_kind!(at_once current_thread, async fn renewals_are_batched_by_watchdog_batch_size);
 
 async fn renewals_are_batched_by_watchdog_batch_size(kind: Kind) {
     let server = RedisServer::start();
@@ -506,12 +513,11 @@ async fn renewals_are_batched_by_watchdog_batch_size(kind: Kind) {
         .watchdog_batch_size(3)
         .build()
         .unwrap();
-    // Read holds have their own renewal script; every other kind renews its hash field.
-    let renew_script = match kind {
-        Kind::Read => include_str!("../lua/rwlock/renew_read.lua"),
-        Kind::Lock | Kind::Fair | Kind::Write => include_str!("../lua/lock/renew.lua"),
-    };
-    let renew_sha = redis::Script::new(renew_script).get_hash().to_owned();
+    // Read holds have their own renewal script, and so has the token lock; every other kind
+    // renews its hash field.
+    let renew_sha = redis::Script::new(kind.renew_script())
+        .get_hash()
+        .to_owned();
 
     let names: Vec<String> = (0..10)
         .map(|i| unique_name(&format!("wd-batch{i}")))
@@ -601,12 +607,15 @@ async fn renewals_are_batched_by_watchdog_batch_size(kind: Kind) {
     for g in guards {
         g.unlock().await.unwrap();
     }
-    assert_eq!(dbsize(&mut raw).await, 0);
+    let all: Vec<&str> = names.iter().map(String::as_str).collect();
+    kind.assert_nothing_left(&mut raw, &all).await;
     client.shutdown().await;
 }
 
-per_kind!(#[tokio::test] async fn reentrant_holds_keep_renewal_until_the_last_is_released);
+per_kind!(at_once current_thread, async fn reentrant_holds_keep_renewal_until_the_last_is_released);
 
+/// (The kinds that refuse a re-entry: the two re-entries are refused, and the one hold is
+/// renewed as the last of several is.)
 async fn reentrant_holds_keep_renewal_until_the_last_is_released(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
@@ -619,27 +628,43 @@ async fn reentrant_holds_keep_renewal_until_the_last_is_released(kind: Kind) {
     let holder = kind.field(&client, owner);
 
     let g1 = lock.lock_with_options(&opts).await.unwrap();
-    let g2 = lock.lock_with_options(&opts).await.unwrap();
-    let g3 = lock.lock_with_options(&opts).await.unwrap();
-    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 3));
-    // A read hold per marker key.
-    for key in kind.markers(&name, &holder, 3) {
-        assert!(exists(&mut raw, &key).await, "{key}");
-    }
+    let g3 = match kind.reentry() {
+        Reentry::Counts => {
+            let g2 = lock.lock_with_options(&opts).await.unwrap();
+            let g3 = lock.lock_with_options(&opts).await.unwrap();
+            assert_eq!(state(&mut raw, &name).await, kind.state_of(&holder, 3));
+            // A read hold per marker key.
+            for key in kind.markers(&name, &holder, 3) {
+                assert!(exists(&mut raw, &key).await, "{key}");
+            }
 
-    // Release one hold explicitly and one on drop.
-    g1.unlock().await.unwrap();
-    drop(g2);
-    let start = Instant::now();
-    while lock.hold_count(owner).await.unwrap() != 1 {
-        assert!(start.elapsed() < ms(2000), "dropped hold not released");
-        sleep(ms(20)).await;
-    }
+            // Release one hold explicitly and one on drop.
+            g1.unlock().await.unwrap();
+            drop(g2);
+            let start = Instant::now();
+            while lock.hold_count(owner).await.unwrap() != 1 {
+                assert!(start.elapsed() < ms(2000), "dropped hold not released");
+                sleep(ms(20)).await;
+            }
 
-    // The released holds' marker keys went with them (the read half).
-    for key in kind.markers(&name, &holder, 3).iter().skip(1) {
-        assert!(!exists(&mut raw, key).await, "{key}");
-    }
+            // The released holds' marker keys went with them (the read half).
+            for key in kind.markers(&name, &holder, 3).iter().skip(1) {
+                assert!(!exists(&mut raw, key).await, "{key}");
+            }
+            g3
+        }
+        Reentry::Refused => {
+            for _ in 0..2 {
+                let again = lock.lock_with_options(&opts).await;
+                assert!(
+                    matches!(again, Err(Error::NotReentrant { .. })),
+                    "{kind}: {again:?}"
+                );
+            }
+            assert_eq!(state(&mut raw, &name).await, kind.state_of(&holder, 1));
+            g1
+        }
+    };
 
     // The remaining hold is still renewed past three watchdog timeouts (with its marker key).
     let markers = kind.markers(&name, &holder, 1);
@@ -650,12 +675,12 @@ async fn reentrant_holds_keep_renewal_until_the_last_is_released(kind: Kind) {
         assert!(p > 0 && p <= 600, "pttl {p} after {:?}", start.elapsed());
         assert_pttls_within(&mut raw, &markers, 600, start.elapsed()).await;
     }
-    assert_eq!(hash(&mut raw, &name).await, kind.hash_of(&holder, 1));
+    assert_eq!(state(&mut raw, &name).await, kind.state_of(&holder, 1));
     assert!(!g3.is_lost());
 
     g3.unlock().await.unwrap();
     assert!(!exists(&mut raw, &name).await);
-    assert_eq!(dbsize(&mut raw).await, 0);
+    kind.assert_nothing_left(&mut raw, &[&name]).await;
     // Nothing is renewed any more.
     sleep(ms(timeout_ms / 3 * 2)).await;
     let before = script_and_pexpire_calls(&mut raw).await;

@@ -1,9 +1,15 @@
-//! `with_lock` (issue 17, part 5) and the Java-style shortcuts (part 6): a section run under a
-//! lock always releases it, after its value, after its error, after a panic and after
-//! cancellation; `stop_on_lost` stops a section whose lock was force-unlocked from outside;
-//! `try_with_lock` with a bounded wait; the lease shortcuts' TTLs; the `DistributedLock` trait
-//! over several kinds; `with_lock` on `AnyLock`, `MultiLock` and `TokenLock`; the warning when
-//! the last client handle drops with releases pending.
+//! `with_lock` and the Java-style shortcuts: a section run under a lock always releases it,
+//! after its value, after its error, after a panic and after cancellation; `stop_on_lost` stops
+//! a section whose lock was force-unlocked from outside; `try_with_lock` with a bounded wait;
+//! the lease shortcuts' TTLs; the `DistributedLock` trait; `with_lock` on
+//! `Box<dyn DistributedLock>` and `MultiLock`; the warning when the last client handle drops
+//! with releases pending.
+//!
+//! Every test of a section runs once per lock kind (`common::Kind`, `per_kind!`), through the
+//! kind's inherent `with_lock` methods (`common::AnyLock`). Kind-specific: a nested section of
+//! the same owner re-enters a reentrant kind and is refused by the others (`Kind::reentry`);
+//! the token lock has no per-owner queries; where a section must find the lock busy, it is held
+//! by the kind's rival (the write half for the read half).
 
 mod common;
 
@@ -12,16 +18,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{RedisServer, client, client_with_watchdog, ms, pttl, unique_name};
+use common::{
+    Kind, RedisServer, Reentry, client, client_with_watchdog, ms, per_kind, pttl, state,
+    unique_name,
+};
 use redisson_sync::{
-    AnyLock, Client, DistributedLock, Error, LockOptions, MultiLock, Owner, WithLockOptions,
+    Client, DistributedLock, Error, LockOptions, MultiLock, Owner, WithLockOptions,
 };
 use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep, timeout};
 
 /// Polls until `lock` is free; panics if it is still held after `within`. Returns how long it
 /// took.
-async fn wait_free(lock: &impl DistributedLock, within: Duration) -> Duration {
+async fn wait_free(lock: &(impl DistributedLock + ?Sized), within: Duration) -> Duration {
     let start = Instant::now();
     while lock.is_locked().await.unwrap() {
         assert!(
@@ -65,19 +74,30 @@ impl Drop for SetOnDrop {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn releases_after_the_sections_value() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn releases_after_the_sections_value);
+
+/// (A nested section of the same owner re-enters a reentrant kind; the kinds that refuse a
+/// re-entry refuse it, converted into the section's error: `releases_after_the_sections_error`.)
+async fn releases_after_the_sections_value(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let client = client(&server);
-    let lock = client.lock(unique_name("with-ok"));
+    let name = unique_name("with-ok");
+    let lock = kind.any(&client, &name);
 
     let probe = lock.clone();
+    let (mut probe_raw, c, n) = (raw.clone(), client.clone(), name.clone());
     let value = lock
         .with_lock(|| async move {
             // The section runs as the caller's owner, with the lock held.
-            assert!(probe.is_held_by(Owner::current()).await?);
-            assert_eq!(probe.hold_count(Owner::current()).await?, 1);
+            if kind.counts_holds() {
+                assert!(probe.is_held_by(Owner::current()).await?);
+                assert_eq!(probe.hold_count(Owner::current()).await?, 1);
+            }
+            assert_eq!(
+                state(&mut probe_raw, &n).await,
+                kind.hold_state(&c, Owner::current(), 1)
+            );
             Ok::<_, Error>(42)
         })
         .await
@@ -87,26 +107,29 @@ async fn releases_after_the_sections_value() {
     assert!(!lock.is_locked().await.unwrap());
     assert_eq!(pttl(&mut raw, lock.name()).await, -2);
 
-    // Reentrant: a nested section of the same owner re-enters.
-    let inner = lock.clone();
-    let depth = lock
-        .with_lock(|| async move {
-            inner
-                .with_lock(|| async { inner.hold_count(Owner::current()).await })
-                .await
-        })
-        .await
-        .unwrap();
-    assert_eq!(depth, 2);
+    if kind.reentrant() {
+        // Reentrant: a nested section of the same owner re-enters.
+        let inner = lock.clone();
+        let depth = lock
+            .with_lock(|| async move {
+                inner
+                    .with_lock(|| async { inner.hold_count(Owner::current()).await })
+                    .await
+            })
+            .await
+            .unwrap();
+        assert_eq!(depth, 2);
+    }
     assert!(!lock.is_locked().await.unwrap());
     client.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn releases_after_the_sections_error() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn releases_after_the_sections_error);
+
+async fn releases_after_the_sections_error(kind: Kind) {
     let server = RedisServer::start();
     let client = client(&server);
-    let lock = client.fair_lock(unique_name("with-err"));
+    let lock = kind.any(&client, &unique_name("with-err"));
 
     let ran = AtomicUsize::new(0);
     let result: Result<u32, AppError> = lock
@@ -129,25 +152,37 @@ async fn releases_after_the_sections_error() {
     assert_eq!(result.unwrap_err().to_string(), "boom");
     assert!(!lock.is_locked().await.unwrap());
 
-    // An acquisition error is the lock's, converted.
-    let nr = client.non_reentrant_lock(unique_name("with-err-nr"));
-    let inner = nr.clone();
-    let result: Result<(), AppError> = nr
-        .with_lock(|| async move { inner.with_lock(|| async { Ok(()) }).await })
+    // An acquisition error is the lock's, converted: an invalid lease, and for the kinds that
+    // refuse a re-entry a nested section of the same owner.
+    let result: Result<(), AppError> = lock
+        .with_lock_options(&WithLockOptions::new().lease(Duration::ZERO), || async {
+            Ok(())
+        })
         .await;
     assert!(
-        matches!(result, Err(AppError::Lock(Error::NotReentrant { .. }))),
+        matches!(result, Err(AppError::Lock(Error::InvalidArgument(_)))),
         "{result:?}"
     );
-    assert!(!nr.is_locked().await.unwrap());
+    if kind.reentry() == Reentry::Refused {
+        let inner = lock.clone();
+        let result: Result<(), AppError> = lock
+            .with_lock(|| async move { inner.with_lock(|| async { Ok(()) }).await })
+            .await;
+        assert!(
+            matches!(result, Err(AppError::Lock(Error::NotReentrant { .. }))),
+            "{result:?}"
+        );
+    }
+    assert!(!lock.is_locked().await.unwrap());
     client.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn releases_after_a_panic() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn releases_after_a_panic);
+
+async fn releases_after_a_panic(kind: Kind) {
     let server = RedisServer::start();
     let client = client(&server);
-    let lock = client.lock(unique_name("with-panic"));
+    let lock = kind.any(&client, &unique_name("with-panic"));
 
     let task = tokio::spawn({
         let lock = lock.clone();
@@ -165,7 +200,7 @@ async fn releases_after_a_panic() {
     let err = task.await.unwrap_err();
     assert!(err.is_panic());
     // The guard was dropped while unwinding: the release runs in the background.
-    let took = wait_free(&lock, Duration::from_secs(2)).await;
+    let took = wait_free(&*lock, Duration::from_secs(2)).await;
     assert!(took < Duration::from_secs(1), "freed after {took:?}");
 
     // The lock is usable again at once (no poisoning).
@@ -178,11 +213,13 @@ async fn releases_after_a_panic() {
     client.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn releases_after_cancellation() {
+per_kind!(at_once multi_thread(2), async fn releases_after_cancellation);
+
+/// (The blocker of a read section holds the write half.)
+async fn releases_after_cancellation(kind: Kind) {
     let server = RedisServer::start();
     let client = client(&server);
-    let lock = client.lock(unique_name("with-cancel"));
+    let lock = kind.any(&client, &unique_name("with-cancel"));
 
     // An aborted task.
     let dropped = Arc::new(AtomicBool::new(false));
@@ -205,7 +242,7 @@ async fn releases_after_cancellation() {
     task.abort();
     assert!(task.await.unwrap_err().is_cancelled());
     assert!(dropped.load(Ordering::SeqCst), "the section was dropped");
-    wait_free(&lock, Duration::from_secs(2)).await;
+    wait_free(&*lock, Duration::from_secs(2)).await;
 
     // A timeout around the call, in the same task.
     let dropped = Arc::new(AtomicBool::new(false));
@@ -224,10 +261,10 @@ async fn releases_after_cancellation() {
         "the section should still have been running"
     );
     assert!(dropped.load(Ordering::SeqCst));
-    wait_free(&lock, Duration::from_secs(2)).await;
+    wait_free(&*lock, Duration::from_secs(2)).await;
 
     // Cancelled while still waiting for the lock: nothing is left behind, the section never ran.
-    let other = client.lock(lock.name());
+    let other = kind.rival().any(&client, lock.name());
     let blocker = tokio::spawn({
         let other = other.clone();
         async move {
@@ -255,16 +292,17 @@ async fn releases_after_cancellation() {
     client.shutdown().await;
 }
 
+per_kind!(at_once multi_thread(2), async fn stop_on_lost_cancels_the_section_when_force_unlocked);
+
 /// The lock is force-unlocked from another client while the section runs: with `stop_on_lost`
 /// the watchdog's next renewal (every 200 ms with a 600 ms watchdog timeout) finds it gone, the
 /// section is dropped and `LeaseLost` returned.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stop_on_lost_cancels_the_section_when_force_unlocked() {
+async fn stop_on_lost_cancels_the_section_when_force_unlocked(kind: Kind) {
     let server = RedisServer::start();
     let holder = client_with_watchdog(&server, ms(600));
     let admin = client(&server);
     let name = unique_name("with-lost");
-    let lock = holder.lock(&name);
+    let lock = kind.any(&holder, &name);
 
     let dropped = Arc::new(AtomicBool::new(false));
     let finished = Arc::new(AtomicBool::new(false));
@@ -289,7 +327,7 @@ async fn stop_on_lost_cancels_the_section_when_force_unlocked() {
     assert!(!run.is_finished());
 
     let forced_at = Instant::now();
-    assert!(admin.lock(&name).force_unlock().await.unwrap());
+    assert!(kind.any(&admin, &name).force_unlock().await.unwrap());
     let result = timeout(Duration::from_secs(3), run)
         .await
         .expect("the section was not stopped")
@@ -304,20 +342,21 @@ async fn stop_on_lost_cancels_the_section_when_force_unlocked() {
     assert!(dropped.load(Ordering::SeqCst));
     assert!(!finished.load(Ordering::SeqCst));
     // Nothing was written back.
-    assert!(!admin.lock(&name).is_locked().await.unwrap());
+    assert!(!kind.any(&admin, &name).is_locked().await.unwrap());
     holder.shutdown().await;
     admin.shutdown().await;
 }
 
+per_kind!(at_once multi_thread(2), async fn without_stop_on_lost_the_release_reports_the_loss);
+
 /// Without `stop_on_lost` the section runs to its end, and the loss is reported by the release:
 /// the section's value is replaced by `LeaseLost`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_stop_on_lost_the_release_reports_the_loss() {
+async fn without_stop_on_lost_the_release_reports_the_loss(kind: Kind) {
     let server = RedisServer::start();
     let holder = client_with_watchdog(&server, ms(600));
     let admin = client(&server);
     let name = unique_name("with-lost-late");
-    let lock = holder.lock(&name);
+    let lock = kind.any(&holder, &name);
 
     let finished = Arc::new(AtomicBool::new(false));
     let (entered_tx, entered_rx) = oneshot::channel();
@@ -334,7 +373,7 @@ async fn without_stop_on_lost_the_release_reports_the_loss() {
         }
     });
     entered_rx.await.unwrap();
-    assert!(admin.lock(&name).force_unlock().await.unwrap());
+    assert!(kind.any(&admin, &name).force_unlock().await.unwrap());
     let result = run.await.unwrap();
     assert!(finished.load(Ordering::SeqCst));
     assert!(
@@ -345,13 +384,14 @@ async fn without_stop_on_lost_the_release_reports_the_loss() {
     admin.shutdown().await;
 }
 
+per_kind!(at_once multi_thread(2), async fn stop_on_lost_with_an_explicit_lease);
+
 /// An explicit lease shorter than the section, with `stop_on_lost`: stopped shortly before the
 /// lease ends.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stop_on_lost_with_an_explicit_lease() {
+async fn stop_on_lost_with_an_explicit_lease(kind: Kind) {
     let server = RedisServer::start();
     let client = client(&server);
-    let lock = client.spin_lock(unique_name("with-lease-lost"));
+    let lock = kind.any(&client, &unique_name("with-lease-lost"));
 
     let opts = WithLockOptions::new().lease(ms(400)).stop_on_lost(true);
     let start = Instant::now();
@@ -369,21 +409,28 @@ async fn stop_on_lost_with_an_explicit_lease() {
     client.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn try_with_lock_waits_at_most_its_wait() {
+per_kind!(at_once multi_thread(2), async fn try_with_lock_waits_at_most_its_wait);
+
+/// (Held elsewhere: by the kind's rival, the write half when the section reads.)
+async fn try_with_lock_waits_at_most_its_wait(kind: Kind) {
     let server = RedisServer::start();
+    let mut raw = server.conn().await;
     let (a, b) = (client(&server), client(&server));
     let name = unique_name("with-try");
-    let lock = b.lock(&name);
+    let lock = kind.any(&b, &name);
 
     // Free: runs, with the options' lease and owner.
     let opts = WithLockOptions::new()
         .lease(Duration::from_secs(5))
         .owner(Owner::new(77));
     let probe = lock.clone();
+    let (mut probe_raw, holder, n) = (raw.clone(), kind.field(&b, Owner::new(77)), name.clone());
     let ttl = lock
         .try_with_lock(ms(100), &opts, || async move {
-            assert!(probe.is_held_by(Owner::new(77)).await?);
+            if kind.counts_holds() {
+                assert!(probe.is_held_by(Owner::new(77)).await?);
+            }
+            assert_eq!(state(&mut probe_raw, &n).await, kind.state_of(&holder, 1));
             probe.remaining_ttl().await
         })
         .await
@@ -394,9 +441,10 @@ async fn try_with_lock_waits_at_most_its_wait() {
         other => panic!("no TTL: {other:?}"),
     }
     assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(pttl(&mut raw, &name).await, -2);
 
     // Held elsewhere: `None` after about the wait, the section never run.
-    let held = a.lock(&name).lock().await.unwrap();
+    let held = kind.rival().any(&a, &name).lock().await.unwrap();
     let ran = AtomicBool::new(false);
     let start = Instant::now();
     let outcome = lock
@@ -424,20 +472,35 @@ async fn try_with_lock_waits_at_most_its_wait() {
         .unwrap();
     assert_eq!(outcome, Some(7));
     release.await.unwrap();
+
+    // `LockOptions` convert into the section's options.
+    let value = lock
+        .try_with_lock(
+            ms(100),
+            &LockOptions::new().lease(Duration::from_secs(5)).into(),
+            || async { Ok::<_, Error>(1) },
+        )
+        .await
+        .unwrap();
+    assert_eq!(value, Some(1));
+    assert_eq!(pttl(&mut raw, &name).await, -2);
     a.shutdown().await;
     b.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lease_shortcuts_set_the_ttl() {
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn lease_shortcuts_set_the_ttl);
+
+/// (Busy: held by the kind's rival, the write half when the shortcut reads.)
+async fn lease_shortcuts_set_the_ttl(kind: Kind) {
     let server = RedisServer::start();
     let mut raw = server.conn().await;
     let (a, b) = (client(&server), client(&server));
     let name = unique_name("with-lease");
 
     // Java's lock(10, SECONDS).
-    let guard = a
-        .lock(&name)
+    let guard = kind
+        .rival()
+        .any(&a, &name)
         .lock_with_lease(Duration::from_secs(10))
         .await
         .unwrap();
@@ -447,8 +510,8 @@ async fn lease_shortcuts_set_the_ttl() {
 
     // Java's tryLock(wait, lease, unit): busy, so `None` after the wait.
     let start = Instant::now();
-    let none = b
-        .lock(&name)
+    let none = kind
+        .any(&b, &name)
         .try_lock_with_lease(ms(200), Duration::from_secs(5))
         .await
         .unwrap();
@@ -457,37 +520,28 @@ async fn lease_shortcuts_set_the_ttl() {
     guard.unlock().await.unwrap();
 
     // ...and granted once free, with its lease.
-    let guard = b
-        .lock(&name)
+    let guard = kind
+        .any(&b, &name)
         .try_lock_with_lease(ms(200), Duration::from_secs(5))
         .await
         .unwrap()
         .expect("free");
     assert_eq!(guard.lease(), Some(Duration::from_secs(5)));
+    assert_eq!(guard.token().is_some(), kind.draws_token(), "{kind}");
     let p = pttl(&mut raw, &name).await;
     assert!(p > 4_000 && p <= 5_000, "pttl {p}");
     guard.unlock().await.unwrap();
 
-    // The same on the other kinds and AnyLock.
-    let read: AnyLock = a.rw_lock(unique_name("with-lease-rw")).read_lock().into();
-    let guard = read.lock_with_lease(Duration::from_secs(3)).await.unwrap();
-    let p = pttl(&mut raw, read.name()).await;
-    assert!(p > 2_000 && p <= 3_000, "pttl {p}");
-    guard.unlock().await.unwrap();
-    let fenced = a.fenced_lock(unique_name("with-lease-fenced"));
-    let guard = fenced
-        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(3))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(guard.token().is_some());
-    let p = pttl(&mut raw, fenced.name()).await;
+    // The same through `Box<dyn DistributedLock>`.
+    let boxed: Box<dyn DistributedLock> = kind.any(&a, &name).into_dyn();
+    let guard = boxed.lock_with_lease(Duration::from_secs(3)).await.unwrap();
+    let p = pttl(&mut raw, boxed.name()).await;
     assert!(p > 2_000 && p <= 3_000, "pttl {p}");
     guard.unlock().await.unwrap();
 
     // A lease under 1 ms is refused, nothing sent.
     assert!(matches!(
-        a.lock(&name).lock_with_lease(Duration::ZERO).await,
+        kind.any(&a, &name).lock_with_lease(Duration::ZERO).await,
         Err(Error::InvalidArgument(_))
     ));
     a.shutdown().await;
@@ -525,64 +579,85 @@ where
     counter.load(Ordering::SeqCst)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_trait_takes_any_kind() {
+/// The read half through the trait: sections of two tasks are inside at once (readers share).
+async fn shared_sections<L>(lock: Arc<L>)
+where
+    L: DistributedLock + ?Sized + 'static,
+{
+    let inside = Arc::new(AtomicUsize::new(0));
+    let both = Arc::new(tokio::sync::Barrier::new(2));
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let (lock, inside, both) = (lock.clone(), inside.clone(), both.clone());
+            tokio::spawn(async move {
+                lock.with_lock(|| async move {
+                    inside.fetch_add(1, Ordering::SeqCst);
+                    timeout(Duration::from_secs(5), both.wait())
+                        .await
+                        .expect("the other reader did not get in");
+                    Ok::<_, Error>(())
+                })
+                .await
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.await.unwrap().unwrap();
+    }
+    assert_eq!(inside.load(Ordering::SeqCst), 2);
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+per_kind!(#[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn the_trait_takes_any_kind);
+
+/// Generic code and trait objects over every kind: sections exclude each other (the read half's
+/// share, as readers do), and the boxed-future methods and `with_lock` work on `Arc<dyn>` and
+/// `&dyn`; the holds' queries through the concrete kinds.
+async fn the_trait_takes_any_kind(kind: Kind) {
     let server = RedisServer::start();
     let client = client(&server);
 
-    assert_eq!(
-        exclusive_increments(Arc::new(client.lock(unique_name("trait-lock"))), 20).await,
-        20
-    );
-    assert_eq!(
-        exclusive_increments(Arc::new(client.fair_lock(unique_name("trait-fair"))), 20).await,
-        20
-    );
-    let any: AnyLock = client.rw_lock(unique_name("trait-rw")).write_lock().into();
-    assert_eq!(exclusive_increments(Arc::new(any), 10).await, 10);
-
-    // Trait objects: the boxed-future methods and, through `Box`/`Arc`, `with_lock`.
-    let locks: Vec<Arc<dyn DistributedLock>> = vec![
-        Arc::new(client.spin_lock(unique_name("trait-spin"))),
-        Arc::new(client.non_reentrant_fair_lock(unique_name("trait-nrf"))),
-    ];
-    for lock in &locks {
-        let guard = lock.lock().await.unwrap();
-        assert!(lock.is_locked().await.unwrap());
-        assert!(lock.is_held_by(Owner::current()).await.unwrap());
-        assert_eq!(lock.hold_count(Owner::current()).await.unwrap(), 1);
-        guard.unlock().await.unwrap();
-        let guard = lock
-            .try_lock_with_lease(ms(100), Duration::from_secs(5))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(guard.lease(), Some(Duration::from_secs(5)));
-        assert!(lock.force_unlock().await.unwrap());
-        assert!(guard.unlock().await.unwrap_err().is_not_held());
-        let name = lock.name().to_owned();
-        let got = lock
-            .with_lock(|| async move { Ok::<_, Error>(name) })
-            .await
-            .unwrap();
-        assert_eq!(got, lock.name());
-        // On a `&dyn`, through the trait path.
-        let plain: &dyn DistributedLock = &**lock;
-        DistributedLock::with_lock(&plain, || async { Ok::<_, Error>(()) })
-            .await
-            .unwrap();
-        wait_free(lock, Duration::from_secs(2)).await;
+    let any = kind.any(&client, &unique_name("trait"));
+    let lock: Arc<dyn DistributedLock> = Arc::from(any.clone().into_dyn());
+    if kind == Kind::Read {
+        shared_sections(lock.clone()).await;
+    } else {
+        assert_eq!(exclusive_increments(lock.clone(), 20).await, 20);
     }
-    assert_eq!(
-        exclusive_increments(locks[0].clone(), 10).await,
-        10,
-        "an Arc<dyn DistributedLock> is a DistributedLock"
-    );
+
+    let guard = lock.lock().await.unwrap();
+    assert!(lock.is_locked().await.unwrap());
+    if kind.counts_holds() {
+        assert!(any.is_held_by(Owner::current()).await.unwrap());
+        assert_eq!(any.hold_count(Owner::current()).await.unwrap(), 1);
+    }
+    assert_eq!(guard.holder(), kind.field(&client, Owner::current()));
+    guard.unlock().await.unwrap();
+    let guard = lock
+        .try_lock_with_lease(ms(100), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(guard.lease(), Some(Duration::from_secs(5)));
+    assert!(lock.force_unlock().await.unwrap());
+    assert!(guard.unlock().await.unwrap_err().is_not_held());
+    let name = lock.name().to_owned();
+    let got = lock
+        .with_lock(|| async move { Ok::<_, Error>(name) })
+        .await
+        .unwrap();
+    assert_eq!(got, lock.name());
+    // On a `&dyn`, through the trait path.
+    let plain: &dyn DistributedLock = &*lock;
+    DistributedLock::with_lock(&plain, || async { Ok::<_, Error>(()) })
+        .await
+        .unwrap();
+    wait_free(&lock, Duration::from_secs(2)).await;
     client.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_lock_on_multi_and_token_locks() {
+async fn with_lock_on_a_multi_lock() {
     let server = RedisServer::start();
     let client = client(&server);
 
@@ -606,29 +681,11 @@ async fn with_lock_on_multi_and_token_locks() {
         .unwrap();
     assert!(
         guard
-            .guards()
+            .parts()
             .iter()
             .all(|g| g.lease() == Some(Duration::from_secs(5)))
     );
     guard.unlock().await.unwrap();
-
-    let token = client.token_lock(unique_name("with-token"));
-    let result: Result<(), AppError> = token
-        .with_lock(|| async { Err(AppError::Rejected("no")) })
-        .await;
-    assert!(matches!(result, Err(AppError::Rejected("no"))));
-    let mut raw = server.conn().await;
-    assert_eq!(pttl(&mut raw, token.name()).await, -2);
-    let value = token
-        .try_with_lock(
-            ms(100),
-            &LockOptions::new().lease(Duration::from_secs(5)).into(),
-            || async { Ok::<_, Error>(1) },
-        )
-        .await
-        .unwrap();
-    assert_eq!(value, Some(1));
-    assert_eq!(pttl(&mut raw, token.name()).await, -2);
     client.shutdown().await;
 }
 

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::server::{MISSING_REDIS, RedisServer, connect_with_timeout, poll_until_ok};
+use crate::build::ServerBuild;
+use crate::server::{RedisServer, connect_with_timeout, poll_until_ok};
 
 /// How long the cluster may take to agree after `redis-cli --cluster create`.
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -262,7 +263,8 @@ impl RedisCluster {
     /// `redis-cli --cluster create <every node> --cluster-replicas R --cluster-yes`; over TLS
     /// (the TLS ports, trusting `tls_ca`) when the nodes' bus is.
     fn create(&self, replicas: usize, tls_ca: Option<&str>) -> Result<(), String> {
-        let mut cli = Command::new("redis-cli");
+        let build = ServerBuild::current();
+        let mut cli = Command::new(build.cli());
         let addrs: Vec<String> = match tls_ca {
             Some(ca) => {
                 cli.args(["--tls", "--cacert", ca]);
@@ -281,7 +283,7 @@ impl RedisCluster {
             .stdin(Stdio::null())
             .output()
             .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => MISSING_REDIS.replace("redis-server", "redis-cli"),
+                std::io::ErrorKind::NotFound => build.missing(build.cli()),
                 _ => format!("run redis-cli --cluster create: {e}"),
             })?;
         if output.status.success() {

@@ -23,6 +23,9 @@
 //! 1. `wiped`: a fault that may lose data ([`FaultClass::may_lose_data`]: a restart without
 //!    persistence, a cluster master killed before its replica was promoted, a Sentinel
 //!    failover until the old master's demotion) overlapped `[E.acquired_ns, t]`;
+//!    `evicted`, the same for one name: the server evicted one of the lock's keys (its name,
+//!    or a key with `{name}` in it) and the nemesis heard it ([`Eviction`]) after `E`'s
+//!    acquire was sent and no later than [`EVICTION_HEARD_WITHIN`] after `t`;
 //! 2. `signalled`: the crate's lost signal fired for `E` at or before `t`;
 //! 3. `lease`: during `[E.acquired_ns, t]`, `E`'s renewals could not reach Redis (its process
 //!    stopped, its link frozen, black-holed or reset, Redis stalled or down) for one stretch of
@@ -38,7 +41,9 @@
 //! and `E`'s own release did not succeed (a holder whose lease ran out must find its release
 //! refused; not required of the fair kinds, whose release of a lock that no longer exists
 //! reports success, as Redisson's does). Anything else is a **violation**. A semaphore
-//! over-grant is expected only when the semaphore was wiped.
+//! over-grant is expected only when the semaphore was wiped, or its key evicted at any time
+//! before (its count is set again, and a permit taken before the eviction is added back to
+//! it when released).
 //!
 //! A **gap** is a stretch during which a lock had no holder (a semaphore: fewer holders than
 //! permits) while a waiter, which asked before the gap began, got it only after the gap. The
@@ -142,11 +147,20 @@ pub enum FaultClass {
     /// start of the stall until the old master is demoted; what the old master took after
     /// the promotion is lost. The nemesis never picks it; it records it when it sees one.
     AutoFailover,
+    /// `maxmemory` set below the memory the server uses, with `noeviction` and the server full
+    /// of data without TTL: Redis refuses every write that may grow memory (most acquires,
+    /// most releases) and runs the rest (renewals). It lasts until the locks whose release was
+    /// refused meanwhile have run out their lease.
+    MemoryFull,
+    /// An evicting policy with the server full of data without TTL and kept at its limit: it
+    /// evicts what the policy may (with a `volatile-*` policy the locks first), per key, as the
+    /// [`Eviction`]s recorded with the run say.
+    Eviction,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 16] = [
         Self::Pause,
         Self::LinkDelay,
         Self::LinkFreeze,
@@ -161,6 +175,8 @@ impl FaultClass {
         Self::MasterKill,
         Self::SentinelFailover,
         Self::AutoFailover,
+        Self::MemoryFull,
+        Self::Eviction,
     ];
 
     /// A short name for tables and logs.
@@ -180,6 +196,8 @@ impl FaultClass {
             Self::MasterKill => "master-kill",
             Self::SentinelFailover => "sentinel-failover",
             Self::AutoFailover => "auto-failover",
+            Self::MemoryFull => "oom-noeviction",
+            Self::Eviction => "oom-evicting",
         }
     }
 
@@ -189,7 +207,8 @@ impl FaultClass {
     }
 
     /// Whether the lock state it hits may be lost: a restart without persistence, a master
-    /// killed or failed over before its replica had everything.
+    /// killed or failed over before its replica had everything. (An eviction loses keys one by
+    /// one: [`Eviction`]s say which.)
     pub fn may_lose_data(self) -> bool {
         matches!(
             self,
@@ -213,8 +232,9 @@ impl FaultClass {
             | Self::SentinelFailover
             | Self::AutoFailover => true,
             // A delay shorter than a renewal period only shifts renewals; a killed
-            // subscription does not touch them.
-            Self::LinkDelay | Self::KillPubsub => false,
+            // subscription does not touch them; at the memory limit Redis still runs
+            // renewals (`PEXPIRE` may not grow memory), and an eviction is judged per key.
+            Self::LinkDelay | Self::KillPubsub | Self::MemoryFull | Self::Eviction => false,
         }
     }
 }
@@ -237,6 +257,27 @@ impl Fault {
         self.start_ns <= to && self.end_ns >= from
     }
 }
+
+/// One key the server evicted, as the nemesis heard it (a keyspace notification).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eviction {
+    /// The evicted key.
+    pub key: String,
+    /// When the notification was heard: shortly after the eviction.
+    pub at_ns: u64,
+}
+
+impl Eviction {
+    /// Whether the key is one of the lock (or semaphore) `name`'s: `name` itself or a key with
+    /// `{name}` in it (queues, markers, token counters, permit sets).
+    pub fn hits(&self, name: &str) -> bool {
+        self.key == name || self.key.contains(&format!("{{{name}}}"))
+    }
+}
+
+/// How long after the later grant an eviction may still be heard and explain an overlap: the
+/// notification reaches the nemesis a little after the eviction, which came before the grant.
+pub const EVICTION_HEARD_WITHIN: u64 = 500_000_000;
 
 /// The checker's bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -449,6 +490,17 @@ fn ms(ns: u64) -> f64 {
 
 /// Checks `holds` against `faults`.
 pub fn check(holds: &[Hold], faults: &[Fault], params: &Params) -> Report {
+    check_with_evictions(holds, faults, &[], params)
+}
+
+/// Checks `holds` against `faults` and the keys the server evicted meanwhile.
+pub fn check_with_evictions(
+    holds: &[Hold],
+    faults: &[Fault],
+    evictions: &[Eviction],
+    params: &Params,
+) -> Report {
+    let lost = Lost { faults, evictions };
     let mut report = Report::default();
     for fault in faults {
         *report.faults.entry(fault.class.name()).or_default() += 1;
@@ -460,8 +512,8 @@ pub fn check(holds: &[Hold], faults: &[Fault], params: &Params) -> Report {
     }
     for (name, mut list) in by_name {
         list.sort_by_key(|h| h.acquired_ns);
-        overlaps(name, &list, faults, params, &mut report);
-        tokens(name, &list, faults, &mut report);
+        overlaps(name, &list, &lost, params, &mut report);
+        tokens(name, &list, &lost, &mut report);
         gaps(name, &list, faults, params, &mut report);
     }
     report
@@ -471,7 +523,30 @@ fn conflicts(a: &Hold, b: &Hold) -> bool {
     !(a.access == Access::Read && b.access == Access::Read)
 }
 
-fn overlaps(name: &str, list: &[&Hold], faults: &[Fault], params: &Params, report: &mut Report) {
+/// What may have lost lock state: faults that lose data, and evicted keys.
+struct Lost<'a> {
+    faults: &'a [Fault],
+    evictions: &'a [Eviction],
+}
+
+impl Lost<'_> {
+    /// Why the state of `name` may have been lost between `from` and `to`, if it may.
+    fn between(&self, name: &str, from: u64, to: u64) -> Option<&'static str> {
+        if wiped_between(self.faults, from, to) {
+            return Some("wiped");
+        }
+        self.evictions
+            .iter()
+            .any(|e| {
+                e.hits(name)
+                    && from <= e.at_ns
+                    && e.at_ns <= to.saturating_add(EVICTION_HEARD_WITHIN)
+            })
+            .then_some("evicted")
+    }
+}
+
+fn overlaps(name: &str, list: &[&Hold], lost: &Lost<'_>, params: &Params, report: &mut Report) {
     for (i, later) in list.iter().enumerate() {
         let t = later.acquired_ns;
         let active: Vec<&Hold> = list[..i]
@@ -484,7 +559,13 @@ fn overlaps(name: &str, list: &[&Hold], faults: &[Fault], params: &Params, repor
                 continue;
             }
             let first = active.iter().map(|e| e.acquired_ns).min().unwrap_or(t);
-            let wiped = wiped_between(faults, first, t);
+            // An evicted semaphore's count is wrong from then on: it is set again, and a
+            // release of a permit taken before the eviction adds that permit to the new count.
+            let reason = if wiped_between(lost.faults, first, t) {
+                Some("wiped")
+            } else {
+                lost.between(name, 0, t)
+            };
             let earliest = active
                 .iter()
                 .min_by_key(|e| e.acquired_ns)
@@ -495,29 +576,35 @@ fn overlaps(name: &str, list: &[&Hold], faults: &[Fault], params: &Params, repor
                 name,
                 earliest,
                 later,
-                wiped.then_some("wiped"),
+                reason,
                 format!("{} holders of {permits} permits", active.len() + 1),
             );
             continue;
         }
         for earlier in active.into_iter().filter(|e| conflicts(e, later)) {
-            let (reason, detail) = classify(earlier, t, faults, params);
+            let (reason, detail) = classify(name, earlier, t, lost, params);
             push_overlap(report, name, earlier, later, reason, detail);
         }
     }
 }
 
 fn classify(
+    name: &str,
     earlier: &Hold,
     t: u64,
-    faults: &[Fault],
+    lost: &Lost<'_>,
     params: &Params,
 ) -> (Option<&'static str>, String) {
+    let faults = lost.faults;
     // A wipe destroyed the earlier hold, whatever its release said afterwards: a release whose
     // reply was lost in the restart is settled by reading the hold count, and a count of 0
     // cannot tell a release that ran from a hold that was wiped (the crate reports success).
+    // An eviction of the lock's keys did the same to this one lock.
     if wiped_between(faults, earlier.acquired_ns, t) {
         return (Some("wiped"), String::new());
+    }
+    if let Some(reason) = lost.between(name, earlier.requested_ns, t) {
+        return (Some(reason), String::new());
     }
     // Otherwise a successful release proves Redis still had the hold, except for the fair
     // kinds: their release of a lock that no longer exists reports success (Redisson's fair
@@ -629,7 +716,7 @@ fn longest_blackout(faults: &[Fault], process: &str, from: u64, to: u64) -> u64 
     longest
 }
 
-fn tokens(name: &str, list: &[&Hold], faults: &[Fault], report: &mut Report) {
+fn tokens(name: &str, list: &[&Hold], lost: &Lost<'_>, report: &mut Report) {
     let fenced: Vec<&Hold> = list.iter().copied().filter(|h| h.token.is_some()).collect();
     for pair in fenced.windows(2) {
         let (a, b) = (pair[0], pair[1]);
@@ -637,8 +724,12 @@ fn tokens(name: &str, list: &[&Hold], faults: &[Fault], report: &mut Report) {
         if tb > ta {
             continue;
         }
-        // A wiped counter starts over; holds that overlapped are judged as an overlap.
-        if wiped_between(faults, a.acquired_ns, b.acquired_ns) || a.covers(b.acquired_ns) {
+        // A wiped (or evicted) counter starts over; holds that overlapped are judged as an
+        // overlap.
+        if wiped_between(lost.faults, a.acquired_ns, b.acquired_ns)
+            || lost.between(name, a.requested_ns, b.acquired_ns).is_some()
+            || a.covers(b.acquired_ns)
+        {
             continue;
         }
         report
@@ -981,6 +1072,82 @@ mod tests {
         let mut fair = [hold("rust#1", "fair", 0, 100), waiter];
         fair[1].kind = "fair".into();
         assert!(check(&fair, &[], &params()).is_clean());
+    }
+
+    fn evicted(key: &str, at_ms: u64) -> Eviction {
+        Eviction {
+            key: key.into(),
+            at_ns: at_ms * MS,
+        }
+    }
+
+    #[test]
+    fn an_eviction_explains_an_overlap_of_its_own_lock_only_and_only_after_the_acquire() {
+        let mut first = hold("rust#1", "lock", 1000, 5000);
+        first.released_ok = false;
+        let holds = [first.clone(), hold("java#1", "lock", 4000, 4100)];
+        let faults = [fault(FaultClass::Eviction, None, 3000, 3900)];
+        // Heard during the hold, before the later grant (or just after it): expected.
+        for at in [3100, 4200] {
+            let report = check_with_evictions(&holds, &faults, &[evicted("n", at)], &params());
+            assert!(report.is_clean(), "{}", report.table());
+            assert_eq!(report.overlaps[0].reason, Some("evicted"));
+        }
+        // A key of the lock's own: a marker, a queue.
+        let marker = evicted("{n}:x:rwlock_timeout:1", 3100);
+        assert!(check_with_evictions(&holds, &faults, &[marker], &params()).is_clean());
+        // Another lock's key, one evicted before the earlier acquire was sent, or heard long
+        // after the later grant: nothing explains it.
+        for e in [
+            evicted("m", 3100),
+            evicted("{m}", 3100),
+            evicted("n", 900),
+            evicted("n", 4600),
+        ] {
+            let report = check_with_evictions(&holds, &faults, std::slice::from_ref(&e), &params());
+            assert_eq!(report.violations().count(), 1, "{e:?}: {}", report.table());
+        }
+        // The fault alone is no explanation: it is judged per key.
+        assert_eq!(check(&holds, &faults, &params()).violations().count(), 1);
+        assert!(!FaultClass::Eviction.may_lose_data());
+        assert!(!FaultClass::MemoryFull.blocks_renewals_of(None, "rust#1"));
+        // As with a wipe, the eviction destroyed the hold whatever its release said after.
+        let mut released = first;
+        released.released_ok = true;
+        let holds = [released, hold("java#1", "lock", 4000, 4100)];
+        let e = [evicted("n", 3100)];
+        assert!(check_with_evictions(&holds, &faults, &e, &params()).is_clean());
+    }
+
+    #[test]
+    fn an_evicted_counter_or_semaphore_starts_over() {
+        let mut a = hold("rust#1", "fenced", 0, 10);
+        a.token = Some(5);
+        let mut b = hold("java#1", "fenced", 20, 30);
+        b.token = Some(1);
+        let counter = [evicted("redisson_lock_token:{n}", 12)];
+        assert!(check_with_evictions(&[a.clone(), b.clone()], &[], &counter, &params()).is_clean());
+        assert_eq!(check(&[a, b], &[], &params()).token_violations.len(), 1);
+
+        let holds = [
+            hold("rust#1", "semaphore", 0, 100),
+            hold("java#1", "semaphore", 10, 100),
+            hold("rust#2", "semaphore", 20, 30),
+        ];
+        let permits = [evicted("n", 15)];
+        assert!(check_with_evictions(&holds, &[], &permits, &params()).is_clean());
+        // Long before: the count set again then may still be too high.
+        let before = [evicted("n", 0)];
+        assert!(check_with_evictions(&holds, &[], &before, &params()).is_clean());
+        // After the over-grant began: no explanation.
+        let after = [evicted("n", 600)];
+        assert_eq!(
+            check_with_evictions(&holds, &[], &after, &params())
+                .violations()
+                .count(),
+            1
+        );
+        assert_eq!(check(&holds, &[], &params()).violations().count(), 1);
     }
 
     #[test]

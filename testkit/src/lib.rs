@@ -6,8 +6,17 @@
 //! and reaped; its directory is removed when its handle is dropped. `redis-server` (and, for
 //! a cluster, `redis-cli`) must be on PATH: run `scripts/ensure-redis`.
 //!
+//! [`ServerBuild`]: the environment variable `REDISSON_SYNC_SERVER` selects another server
+//! build for everything started here: `valkey-9.1`, `redis-6.2` or `redis-7.0`, which
+//! `scripts/ensure-servers` provides under `target/servers/<build>/bin/`, or a directory
+//! holding `redis-server` and `redis-cli` (see docs/servers.md). What differs between builds
+//! is probed, never read from a version: `--enable-debug-command local` is passed only to a
+//! build that accepts it (before 7.0 `DEBUG` is on by default), and
+//! [`ServerBuild::supports_tls`] says whether TLS can be tested.
+//!
 //! - [`RedisServer`]: one `redis-server` child process without persistence (`--save ""
-//!   --appendonly no`) and with `DEBUG` enabled (`--enable-debug-command local`), in its own
+//!   --appendonly no`) and with `DEBUG` enabled (`--enable-debug-command local` where the build
+//!   has the option), in its own
 //!   directory. It can be stopped (SIGKILL, a crash) and restarted on the same port and
 //!   directory, or paused and resumed (SIGSTOP / SIGCONT, a hung server). Extra server
 //!   arguments ([`RedisServer::start_with`], [`RedisServerBuilder::args`]), e.g. `--appendonly
@@ -33,6 +42,11 @@
 //!   [`FaultProxy::reset_after`], each a one-shot [`Trigger`]). It runs its own tokio runtime
 //!   on its own thread, so sync and async tests can both drive it. There is no `tc netem`
 //!   on the machines these tests run on; this is the user-space substitute.
+//! - [`acl`]: the least-privilege ACL rules of a redisson-sync user (docs/servers.md).
+//! - [`memory`]: memory pressure: a server's `maxmemory-policy`, a fill that holds it over or
+//!   at its limit ([`memory::Fill`]), every evictable key evicted at once
+//!   ([`memory::evict_all`]), and the keys it evicts, from its keyspace notifications
+//!   ([`memory::Evictions`]).
 //! - [`history`]: the fault suite's checker: overlapping holds (expected or violations),
 //!   fencing tokens out of order, lost wake-ups, from recorded holds and injected faults.
 //!
@@ -47,13 +61,17 @@
 //! proxy.set_mode(Mode::Pass);
 //! ```
 
+pub mod acl;
+mod build;
 mod cluster;
 pub mod history;
+pub mod memory;
 mod proxy;
 mod sentinel;
 mod server;
 mod tls;
 
+pub use build::{SERVER_ENV, SERVERS_DIR_ENV, ServerBuild};
 pub use cluster::{ClusterNode, RedisCluster, RedisClusterBuilder, Role};
 pub use proxy::{FaultProxy, Mode, Trigger};
 pub use sentinel::RedisSentinel;

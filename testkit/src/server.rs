@@ -5,9 +5,11 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::build::ServerBuild;
 
 /// How long to wait for a freshly spawned server to answer PING.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -18,7 +20,19 @@ const PORT_ATTEMPTS: usize = 5;
 /// How long [`RedisServer::connect`] waits for the TCP connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
-pub(crate) const MISSING_REDIS: &str = "redis-server not found on PATH; run scripts/ensure-redis";
+/// The message for a missing server binary (names the script that provides it).
+pub(crate) fn missing_redis() -> String {
+    let build = ServerBuild::current();
+    build.missing(build.server())
+}
+
+/// Whether the server build accepts `--enable-debug-command` (Redis and Valkey 7.0+, whose
+/// `DEBUG` is off by default; before 7.0 the option does not exist and `DEBUG` is on): probed
+/// at the first start that tries it, by the server's refusal of the directive.
+static DEBUG_OPTION: AtomicU8 = AtomicU8::new(DEBUG_OPTION_UNKNOWN);
+const DEBUG_OPTION_UNKNOWN: u8 = 0;
+const DEBUG_OPTION_YES: u8 = 1;
+const DEBUG_OPTION_NO: u8 = 2;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -112,7 +126,7 @@ impl RedisServerBuilder {
             match server.spawn_and_wait() {
                 Ok(()) => return Ok(server),
                 // The binary is missing: no other port will help.
-                Err(msg) if msg == MISSING_REDIS => return Err(msg),
+                Err(msg) if msg == missing_redis() => return Err(msg),
                 // If the server exited on its own this was most likely a port race (someone
                 // else bound the port): try another.
                 Err(msg) => last_failure = format!("port {}: {msg}", server.port),
@@ -231,7 +245,7 @@ impl RedisServer {
         for _ in 0..PORT_ATTEMPTS {
             match self.spawn_and_wait() {
                 Ok(()) => return Ok(()),
-                Err(msg) if msg == MISSING_REDIS => return Err(msg),
+                Err(msg) if msg == missing_redis() => return Err(msg),
                 Err(msg) => {
                     last_failure = msg;
                     thread::sleep(Duration::from_millis(100));
@@ -271,39 +285,60 @@ impl RedisServer {
 
     /// Spawns `redis-server` on `self.port` and waits until it answers PING; on success the
     /// process is ours, on failure it has been killed and the message includes its output.
+    ///
+    /// A build that refuses `--enable-debug-command` (before 7.0, where `DEBUG` is on anyway)
+    /// is started again at once without it, and from then on never given it.
     fn spawn_and_wait(&mut self) -> Result<(), String> {
-        let mut child = self.spawn()?;
-        match wait_ready(self.addr(), &mut child) {
-            Ok(()) => {
-                self.pid = child.id();
-                self.child = Some(child);
-                Ok(())
-            }
-            Err(reason) => {
-                kill_and_wait(&mut child);
-                Err(format!("{reason}\n{}", server_output(&self.dir)))
+        loop {
+            let debug_option = DEBUG_OPTION.load(Ordering::Relaxed) != DEBUG_OPTION_NO;
+            let mut child = self.spawn(debug_option)?;
+            match wait_ready(self.addr(), &mut child) {
+                Ok(()) => {
+                    if debug_option {
+                        DEBUG_OPTION.store(DEBUG_OPTION_YES, Ordering::Relaxed);
+                    }
+                    self.pid = child.id();
+                    self.child = Some(child);
+                    return Ok(());
+                }
+                Err(reason) => {
+                    kill_and_wait(&mut child);
+                    let output = server_output(&self.dir);
+                    if debug_option
+                        && DEBUG_OPTION.load(Ordering::Relaxed) == DEBUG_OPTION_UNKNOWN
+                        && output.contains("enable-debug-command")
+                        && output.contains("Bad directive")
+                    {
+                        DEBUG_OPTION.store(DEBUG_OPTION_NO, Ordering::Relaxed);
+                        continue;
+                    }
+                    return Err(format!("{reason}\n{output}"));
+                }
             }
         }
     }
 
-    fn spawn(&self) -> Result<Child, String> {
+    fn spawn(&self, debug_option: bool) -> Result<Child, String> {
         let log = |name: &str| {
             let path = self.dir.join(name);
             File::create(&path).map_err(|e| format!("create {}: {e}", path.display()))
         };
         let stdout = log("stdout.log")?;
         let stderr = log("stderr.log")?;
-        let mut command = Command::new("redis-server");
+        let mut command = Command::new(ServerBuild::current().server());
         if let Some(config) = &self.config_file {
             command.arg(config);
         }
-        let result = command
+        command
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
             .args(["--appendonly", "no"])
-            .args(["--daemonize", "no"])
-            .args(["--enable-debug-command", "local"])
+            .args(["--daemonize", "no"]);
+        if debug_option {
+            command.args(["--enable-debug-command", "local"]);
+        }
+        let result = command
             .arg("--dir")
             .arg(&self.dir)
             .args(&self.args)
@@ -312,8 +347,11 @@ impl RedisServer {
             .stderr(stderr)
             .spawn();
         result.map_err(|e| match e.kind() {
-            ErrorKind::NotFound => MISSING_REDIS.to_owned(),
-            _ => format!("failed to spawn redis-server: {e}"),
+            ErrorKind::NotFound => missing_redis(),
+            _ => format!(
+                "failed to spawn {}: {e}",
+                ServerBuild::current().server().display()
+            ),
         })
     }
 }

@@ -11,30 +11,67 @@
 //! `redis-server` must be on PATH (run `scripts/ensure-redis`); tests panic
 //! loudly if it is missing.
 //!
-//! Also the helpers several test files share: client builders ([`client`],
-//! [`client_with_watchdog`], [`client_with`], [`fair_client`]), the lock's hash
-//! field and key and channel names ([`field`], [`channel`], [`queue_key`],
-//! [`timeouts_key`]), raw-connection queries for assertions ([`hash`],
-//! [`exists`], [`pttl`], [`dbsize`], [`command_stats`], [`numsub`],
-//! [`wait_numsub`]), the lock kinds ([`Kind`], with what each kind writes, and
-//! [`per_kind!`](crate::common::per_kind) for one test per kind) and, in [`lua`],
-//! what the Lua script tests share.
+//! Also the one copy of every helper the test files share:
+//! - client builders: [`client`], [`client_with_watchdog`], [`client_with`], [`fair_client`],
+//!   [`builder`];
+//! - names: [`unique_name`], the lock's hash field and channels ([`field`], [`channel`],
+//!   [`waiter_channel`], [`queue_key`], [`timeouts_key`]);
+//! - raw-connection queries for assertions: [`hash`], [`value`], [`key_type`], [`exists`],
+//!   [`pttl`], [`dbsize`], [`all_keys`], [`lock_keys`], [`describe_keys`], [`state`],
+//!   [`assert_pttls_within`], [`command_stats`], [`script_calls`], [`reset_stats`],
+//!   [`numsub`], [`subscriptions`];
+//! - bounded polls: [`wait_value`], [`value_becomes`], [`join`], [`wait_gone`],
+//!   [`wait_all_gone`], [`gone_within`], [`all_gone_within`], [`wait_numsub`], [`wait_llen`],
+//!   [`wait_no_subscriptions`];
+//! - raw subscriptions: [`subscribe`], [`psubscribe`], [`next_message`], [`next_payload`],
+//!   [`drain`], [`assert_no_message`], [`Messages`];
+//! - faults: [`Paused`] (a SIGSTOPped server resumed on drop), [`dead_port`];
+//! - the test matrix: every lock kind ([`Kind`], what each writes, publishes and refuses, and
+//!   [`per_kind!`](crate::common::per_kind) for one test per kind), the lock of any kind
+//!   ([`AnyLock`]), and the other primitives ([`Primitive`],
+//!   [`per_primitive!`](crate::common::per_primitive));
+//! - in [`lua`], what the Lua script tests share, in [`leased`] every primitive with
+//!   leased holds, in [`memory`] the memory-pressure tests' list of every primitive, and in
+//!   [`fuzz`] the fixed-seed property runner.
 
 // Not every test file uses every helper; the items are `pub` for use by the
 // including test crate only.
 #![allow(dead_code, unreachable_pub)]
 
+mod batch;
+pub mod fuzz;
+pub mod leased;
 pub mod lua;
+mod matrix;
+pub mod memory;
+mod primitive;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis::AsyncCommands;
+use futures_util::{Stream, StreamExt};
 use redis::aio::MultiplexedConnection;
-use redisson_sync::{AnyLock, Client, Owner};
+use redis::{AsyncCommands, Msg};
+use redisson_sync::{Client, ClientBuilder, Owner};
+
+#[allow(unused_imports)]
+pub use batch::{Batch, Flavor};
+#[allow(unused_imports)]
+pub use matrix::{
+    AnyLock, FOREIGN_HOLDER, Foreign, Kind, Reentry, STAND_IN_WAITER, Writes, assert_numsub,
+};
+#[allow(unused_imports)]
+pub(crate) use matrix::{per_kind, per_kind_test};
+#[allow(unused_imports)]
+pub use primitive::{Primitive, Taken};
+#[allow(unused_imports)]
+pub(crate) use primitive::{per_primitive, per_primitive_test};
 
 // Not every test file uses the proxy.
 #[allow(unused_imports)]
 pub use testkit::{FaultProxy, Mode, RedisServer};
+
+/// Upper bound of the polls of this module that take no bound of their own.
+pub const POLL_LIMIT: Duration = Duration::from_secs(5);
 
 /// Returns `prefix + ":" + <random hex>`, e.g. `"lock:3f9a0c1d2e4b5a6f"`, so
 /// tests sharing a server (or re-running) never collide on key names.
@@ -84,6 +121,14 @@ pub fn fair_client(server: &RedisServer, slot: Duration, recheck: Duration) -> C
         .unwrap()
 }
 
+/// A builder for a client of `url` (a server's, or a proxy's in front of it) with a 30 s
+/// watchdog; the caller sets the rest.
+pub fn builder(url: String) -> ClientBuilder {
+    Client::builder()
+        .url(url)
+        .watchdog_timeout(Duration::from_secs(30))
+}
+
 /// The lock hash field of `owner` through `client`: `<client id>:<owner id>`.
 pub fn field(client: &Client, owner: Owner) -> String {
     format!("{}:{}", client.id(), owner.id())
@@ -92,6 +137,12 @@ pub fn field(client: &Client, owner: Owner) -> String {
 /// The unlock channel of the lock `name` (a name without `{`): `redisson_lock__channel:{name}`.
 pub fn channel(name: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}")
+}
+
+/// The channel of one fair-lock waiter, the only one its lock's releases publish on:
+/// `redisson_lock__channel:{name}:<field>` (a name without `{`).
+pub fn waiter_channel(name: &str, field: &str) -> String {
+    format!("{}:{field}", channel(name))
 }
 
 /// The waiter queue of the fair lock `name` (a name without `{`): `redisson_lock_queue:{name}`.
@@ -105,6 +156,11 @@ pub fn timeouts_key(name: &str) -> String {
     format!("redisson_lock_timeout:{{{name}}}")
 }
 
+/// The fenced lock's token counter of `name` (a name without `{`): `redisson_lock_token:{name}`.
+pub fn token_key(name: &str) -> String {
+    format!("redisson_lock_token:{{{name}}}")
+}
+
 /// This host's wall clock in epoch ms, the clock the fair lock's deadlines use.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -112,6 +168,33 @@ pub fn now_ms() -> i64 {
         .unwrap()
         .as_millis() as i64
 }
+
+/// A port with nothing listening on it (bound, read back, released).
+pub fn dead_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// Resumes a SIGSTOPped server when dropped, also when the test fails half-way.
+pub struct Paused<'a>(&'a RedisServer);
+
+impl<'a> Paused<'a> {
+    /// Stops `server` (SIGSTOP) until the returned value is dropped.
+    pub fn pause(server: &'a RedisServer) -> Self {
+        server.pause();
+        Self(server)
+    }
+}
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        self.0.resume();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw-connection queries
+// ---------------------------------------------------------------------------------------------
 
 /// The fair lock's waiter queue, head first.
 pub async fn queue(raw: &mut MultiplexedConnection, name: &str) -> Vec<String> {
@@ -127,7 +210,7 @@ pub async fn wait_llen(raw: &mut MultiplexedConnection, name: &str, n: usize) {
             return;
         }
         assert!(
-            start.elapsed() < Duration::from_secs(5),
+            start.elapsed() < POLL_LIMIT,
             "queue length stayed {len}, expected {n}"
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -139,6 +222,16 @@ pub async fn hash(raw: &mut MultiplexedConnection, key: &str) -> Vec<(String, St
     let mut all: Vec<(String, String)> = raw.hgetall(key).await.unwrap();
     all.sort();
     all
+}
+
+/// `GET key` (`None` if the key is absent).
+pub async fn value(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
+    raw.get(key).await.unwrap()
+}
+
+/// `TYPE key`: `"none"`, `"string"`, `"hash"`, ...
+pub async fn key_type(raw: &mut MultiplexedConnection, key: &str) -> String {
+    redis::cmd("TYPE").arg(key).query_async(raw).await.unwrap()
 }
 
 /// `EXISTS key`.
@@ -154,6 +247,62 @@ pub async fn pttl(raw: &mut MultiplexedConnection, key: &str) -> i64 {
 /// `DBSIZE`: how many keys the server holds.
 pub async fn dbsize(raw: &mut MultiplexedConnection) -> u64 {
     redis::cmd("DBSIZE").query_async(raw).await.unwrap()
+}
+
+/// `KEYS *`, sorted.
+pub async fn all_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
+    let mut keys: Vec<String> = raw.keys("*").await.unwrap();
+    keys.sort();
+    keys
+}
+
+/// Every key of the server with its type, content (a hash's fields, a string, a list's or a
+/// sorted set's members) and PTTL, for failure messages.
+pub async fn describe_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
+    let mut detail = Vec::new();
+    for k in all_keys(raw).await {
+        let kind = key_type(raw, &k).await;
+        let content = match kind.as_str() {
+            "hash" => format!("{:?}", hash(raw, &k).await),
+            "list" => format!(
+                "{:?}",
+                raw.lrange::<_, Vec<String>>(&k, 0, -1).await.unwrap()
+            ),
+            "zset" => format!(
+                "{:?}",
+                raw.zrange_withscores::<_, Vec<(String, f64)>>(&k, 0, -1)
+                    .await
+                    .unwrap()
+            ),
+            "string" => format!("{:?}", value(raw, &k).await),
+            _ => String::new(),
+        };
+        let ttl = pttl(raw, &k).await;
+        detail.push(format!("{k} ({kind}, pttl {ttl}) {content}"));
+    }
+    detail
+}
+
+/// What a key holds, as a lock of any kind writes it (see [`state`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    /// No such key.
+    Absent,
+    /// A hash: its `(field, value)` pairs, sorted (the hash-based lock kinds).
+    Hash(Vec<(String, String)>),
+    /// A string: its value (the token lock's holder value).
+    Value(String),
+}
+
+/// What `key` holds: [`State::Absent`], its sorted hash, or its string value; panics on a key
+/// of another type.
+pub async fn state(raw: &mut MultiplexedConnection, key: &str) -> State {
+    match key_type(raw, key).await.as_str() {
+        "none" => State::Absent,
+        "hash" => State::Hash(hash(raw, key).await),
+        "string" => State::Value(value(raw, key).await.unwrap_or_default()),
+        other => panic!("{key} is a {other}, not a lock"),
+    }
 }
 
 /// The counters of one command in `INFO commandstats` (calls made by scripts included).
@@ -191,6 +340,20 @@ pub async fn command_stats(raw: &mut MultiplexedConnection, command: &str) -> Co
     stats
 }
 
+/// Script calls (`EVALSHA` and `EVAL`) the server has run so far.
+pub async fn script_calls(raw: &mut MultiplexedConnection) -> u64 {
+    command_stats(raw, "evalsha").await.calls + command_stats(raw, "eval").await.calls
+}
+
+/// `CONFIG RESETSTAT`: zeroes the `INFO commandstats` counters.
+pub async fn reset_stats(raw: &mut MultiplexedConnection) {
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(raw)
+        .await
+        .unwrap();
+}
+
 /// `PUBSUB NUMSUB channel`: how many connections are subscribed to `channel`.
 pub async fn numsub(raw: &mut MultiplexedConnection, channel: &str) -> i64 {
     let (ch, n): (String, i64) = redis::cmd("PUBSUB")
@@ -205,6 +368,27 @@ pub async fn numsub(raw: &mut MultiplexedConnection, channel: &str) -> i64 {
     n
 }
 
+/// The channels anyone is subscribed to (sorted), and the number of pattern subscriptions.
+pub async fn subscriptions(raw: &mut MultiplexedConnection) -> (Vec<String>, i64) {
+    let mut channels: Vec<String> = redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .arg("*")
+        .query_async(raw)
+        .await
+        .unwrap();
+    channels.sort();
+    let patterns: i64 = redis::cmd("PUBSUB")
+        .arg("NUMPAT")
+        .query_async(raw)
+        .await
+        .unwrap();
+    (channels, patterns)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounded polls
+// ---------------------------------------------------------------------------------------------
+
 /// Polls every 10 ms until [`numsub`] of `channel` is `want`; panics after 5 s.
 pub async fn wait_numsub(raw: &mut MultiplexedConnection, channel: &str, want: i64) {
     let start = Instant::now();
@@ -214,260 +398,239 @@ pub async fn wait_numsub(raw: &mut MultiplexedConnection, channel: &str, want: i
             return;
         }
         assert!(
-            start.elapsed() < Duration::from_secs(5),
+            start.elapsed() < POLL_LIMIT,
             "NUMSUB {channel} stayed {n}, expected {want}"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
-/// The four lock kinds, for tests whose subject does not depend on the kind (cancel safety,
-/// release on drop, the watchdog, restarts, errors): each such test runs once per kind (see
-/// [`per_kind!`](crate::common::per_kind)). The methods say what a hold of each kind writes
-/// (docs/LAYOUT.md §2, §4, §5), for names without `{`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// The reentrant lock, `client.lock(name)` (Redisson's `RLock`).
-    Lock,
-    /// The fair lock, `client.fair_lock(name)` (`RFairLock`): a waiter queue.
-    Fair,
-    /// The read half of a read-write lock, `client.rw_lock(name).read_lock()`.
-    Read,
-    /// The write half of a read-write lock, `client.rw_lock(name).write_lock()`.
-    Write,
-}
-
-/// A holder field no client has (a v4 UUID of zeros): the stand-in waiter that
-/// [`Kind::queue_stand_in`] puts at the head of a fair lock's queue.
-pub const STAND_IN_WAITER: &str = "00000000-0000-4000-8000-000000000000:1";
-
-impl Kind {
-    /// Every kind, the reentrant lock first.
-    pub const ALL: [Self; 4] = [Self::Lock, Self::Fair, Self::Read, Self::Write];
-
-    /// The kind's name in test names: `lock`, `fair`, `read`, `write`.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Self::Lock => "lock",
-            Self::Fair => "fair",
-            Self::Read => "read",
-            Self::Write => "write",
+/// Polls (every 10 ms) until no connection is subscribed to any channel; panics after 5 s.
+pub async fn wait_no_subscriptions(raw: &mut MultiplexedConnection) {
+    let start = Instant::now();
+    loop {
+        let (channels, _) = subscriptions(raw).await;
+        if channels.is_empty() {
+            return;
         }
-    }
-
-    /// The lock of this kind named `name`, through `client`.
-    pub fn any(&self, client: &Client, name: &str) -> AnyLock {
-        match self {
-            Self::Lock => client.lock(name).into(),
-            Self::Fair => client.fair_lock(name).into(),
-            Self::Read => client.rw_lock(name).read_lock().into(),
-            Self::Write => client.rw_lock(name).write_lock().into(),
-        }
-    }
-
-    /// A kind whose hold on the same name keeps a hold of this kind out (and the other way
-    /// round): the write half for the read half (readers share), the kind itself otherwise.
-    pub fn rival(&self) -> Self {
-        match self {
-            Self::Read => Self::Write,
-            other => *other,
-        }
-    }
-
-    /// The hash field a hold of `owner` through `client` writes: `<client id>:<owner id>`, and
-    /// `<client id>:<owner id>:write` for the write half.
-    pub fn field(&self, client: &Client, owner: Owner) -> String {
-        match self {
-            Self::Write => format!("{}:write", field(client, owner)),
-            _ => field(client, owner),
-        }
-    }
-
-    /// The `mode` field the halves of a read-write lock write next to the holder's field.
-    pub fn mode(&self) -> Option<&'static str> {
-        match self {
-            Self::Read => Some("read"),
-            Self::Write => Some("write"),
-            Self::Lock | Self::Fair => None,
-        }
-    }
-
-    /// The lock hash (as [`hash`] returns it, sorted) when `holder` alone holds it `count`
-    /// times: `[(holder, count)]`, plus `("mode", "read" | "write")` for the halves.
-    pub fn hash_of(&self, holder: &str, count: u64) -> Vec<(String, String)> {
-        let mut all = vec![(holder.to_owned(), count.to_string())];
-        if let Some(mode) = self.mode() {
-            all.push(("mode".to_owned(), mode.to_owned()));
-        }
-        all.sort();
-        all
-    }
-
-    /// [`hash_of`](Self::hash_of) the field of `owner` through `client`.
-    pub fn hold_hash(&self, client: &Client, owner: Owner, count: u64) -> Vec<(String, String)> {
-        self.hash_of(&self.field(client, owner), count)
-    }
-
-    /// The channel a release that frees `name` publishes on: `redisson_lock__channel:{name}`
-    /// for the lock, `redisson_rwlock:{name}` for both halves. The fair lock publishes only to
-    /// the head of its waiter queue, on that waiter's own channel, and only when there is a
-    /// head: this is the channel of the stand-in head [`queue_stand_in`](Self::queue_stand_in)
-    /// puts there, `redisson_lock__channel:{name}:<STAND_IN_WAITER>`.
-    pub fn channel(&self, name: &str) -> String {
-        match self {
-            Self::Lock => channel(name),
-            Self::Fair => format!("{}:{STAND_IN_WAITER}", channel(name)),
-            Self::Read | Self::Write => format!("redisson_rwlock:{{{name}}}"),
-        }
-    }
-
-    /// The pattern matching [`channel`](Self::channel) of every name that starts with
-    /// `prefix`.
-    pub fn channel_pattern(&self, prefix: &str) -> String {
-        match self {
-            Self::Lock => format!("redisson_lock__channel:{{{prefix}*"),
-            Self::Fair => format!("redisson_lock__channel:{{{prefix}*}}:{STAND_IN_WAITER}"),
-            Self::Read | Self::Write => format!("redisson_rwlock:{{{prefix}*"),
-        }
-    }
-
-    /// The message a release that frees the lock publishes: `0`, and `1` for the write half
-    /// (Redisson's `READ_UNLOCK_MESSAGE`, which wakes every waiter).
-    pub fn release_message(&self) -> &'static str {
-        match self {
-            Self::Write => "1",
-            _ => "0",
-        }
-    }
-
-    /// The marker keys of `count` read holds of `holder` on `name`,
-    /// `{name}:<holder>:rwlock_timeout:<k>` for `k = 1..=count`, each with its hold's lease
-    /// as TTL; none for the other kinds.
-    pub fn markers(&self, name: &str, holder: &str, count: u64) -> Vec<String> {
-        match self {
-            Self::Read => (1..=count)
-                .map(|k| format!("{{{name}}}:{holder}:rwlock_timeout:{k}"))
-                .collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// Every key `count` holds of `holder` on `name` write, each with the lease as TTL: the
-    /// lock hash, and the read half's [`markers`](Self::markers).
-    pub fn hold_keys(&self, name: &str, holder: &str, count: u64) -> Vec<String> {
-        let mut keys = vec![name.to_owned()];
-        keys.extend(self.markers(name, holder, count));
-        keys
-    }
-
-    /// The waiter queue keys of the fair lock `name` (its queue and its deadlines); none for
-    /// the other kinds. Both must be absent once every waiter has left.
-    pub fn waiter_keys(&self, name: &str) -> Vec<String> {
-        match self {
-            Self::Fair => vec![queue_key(name), timeouts_key(name)],
-            _ => Vec::new(),
-        }
-    }
-
-    /// Polls (every 10 ms) until no waiter is queued on `name`: the fair lock's queue and
-    /// deadline keys are absent (a waiter that gives up leaves the queue, in the background
-    /// when its future was dropped); panics after 5 s. Returns at once for the other kinds.
-    pub async fn wait_no_waiters(&self, raw: &mut MultiplexedConnection, name: &str) {
-        let start = Instant::now();
-        for key in self.waiter_keys(name) {
-            while exists(raw, &key).await {
-                assert!(
-                    start.elapsed() < Duration::from_secs(5),
-                    "waiters left on {name}: queue {:?}, deadlines {:?}",
-                    queue(raw, name).await,
-                    raw.zrange_withscores::<_, Vec<(String, f64)>>(timeouts_key(name), 0, -1)
-                        .await
-                        .unwrap()
-                );
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-
-    /// For the fair lock, which publishes a release only to the head of its waiter queue:
-    /// queues [`STAND_IN_WAITER`] (deadline a minute ahead) as that head, so that the next
-    /// release of `name` publishes on [`channel`](Self::channel). Call it while the lock is
-    /// held (a queued head keeps every other acquirer out of a free fair lock), and
-    /// [`dequeue_stand_in`](Self::dequeue_stand_in) once the release was seen. Does nothing
-    /// for the other kinds.
-    pub async fn queue_stand_in(&self, raw: &mut MultiplexedConnection, name: &str) {
-        if *self == Self::Fair {
-            let () = raw
-                .zadd(timeouts_key(name), STAND_IN_WAITER, now_ms() + 60_000)
-                .await
-                .unwrap();
-            let () = raw.rpush(queue_key(name), STAND_IN_WAITER).await.unwrap();
-        }
-    }
-
-    /// Takes [`STAND_IN_WAITER`] out of the fair lock's queue again (the queue and deadline
-    /// keys go with it when it was the only waiter). Does nothing for the other kinds.
-    pub async fn dequeue_stand_in(&self, raw: &mut MultiplexedConnection, name: &str) {
-        if *self == Self::Fair {
-            let () = raw.lrem(queue_key(name), 0, STAND_IN_WAITER).await.unwrap();
-            let () = raw.zrem(timeouts_key(name), STAND_IN_WAITER).await.unwrap();
-        }
+        assert!(
+            start.elapsed() < POLL_LIMIT,
+            "subscriptions left after {POLL_LIMIT:?}: {channels:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
-impl std::fmt::Display for Kind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.label())
+/// Polls (every 10 ms) until `GET key` is `want`; panics after 5 s.
+pub async fn wait_value(raw: &mut MultiplexedConnection, key: &str, want: &str) {
+    let start = Instant::now();
+    loop {
+        let v = value(raw, key).await;
+        if v.as_deref() == Some(want) {
+            return;
+        }
+        assert!(
+            start.elapsed() < POLL_LIMIT,
+            "{key} stayed {v:?}, expected {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
-/// One test per lock kind. `per_kind!(#[attributes] async fn NAME);` next to
-/// `async fn NAME(kind: Kind)` defines the module `NAME` with the tests `lock`, `fair`, `read`
-/// and `write`, each calling `NAME` with its kind (a failure names the kind:
-/// `NAME::read`); `per_kind!(#[test] fn NAME);` does the same for a plain `fn NAME(kind: Kind)`.
-/// The attributes (`#[tokio::test(...)]`, `#[test]`) go on each of the four tests.
-#[allow(unused_macros)]
-macro_rules! per_kind {
-    ($(#[$attr:meta])* async fn $name:ident) => {
-        mod $name {
-            $(#[$attr])*
-            async fn lock() {
-                super::$name(crate::common::Kind::Lock).await;
-            }
-            $(#[$attr])*
-            async fn fair() {
-                super::$name(crate::common::Kind::Fair).await;
-            }
-            $(#[$attr])*
-            async fn read() {
-                super::$name(crate::common::Kind::Read).await;
-            }
-            $(#[$attr])*
-            async fn write() {
-                super::$name(crate::common::Kind::Write).await;
-            }
-        }
-    };
-    ($(#[$attr:meta])* fn $name:ident) => {
-        mod $name {
-            $(#[$attr])*
-            fn lock() {
-                super::$name(crate::common::Kind::Lock);
-            }
-            $(#[$attr])*
-            fn fair() {
-                super::$name(crate::common::Kind::Fair);
-            }
-            $(#[$attr])*
-            fn read() {
-                super::$name(crate::common::Kind::Read);
-            }
-            $(#[$attr])*
-            fn write() {
-                super::$name(crate::common::Kind::Write);
-            }
-        }
-    };
+/// Polls (every 10 ms) until `key` is gone; panics if it is still there after `within`, with
+/// what the server holds. Returns how long it took.
+pub async fn wait_gone(raw: &mut MultiplexedConnection, key: &str, within: Duration) -> Duration {
+    let start = Instant::now();
+    while exists(raw, key).await {
+        assert!(
+            start.elapsed() < within,
+            "{key} still present after {within:?}: {:?}",
+            describe_keys(raw).await
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    start.elapsed()
 }
-#[allow(unused_imports)]
-pub(crate) use per_kind;
+
+/// Polls until every key of `keys` is gone; panics if one is still there after `within`.
+pub async fn wait_all_gone(raw: &mut MultiplexedConnection, keys: &[String], within: Duration) {
+    let start = Instant::now();
+    for key in keys {
+        wait_gone(raw, key, within.saturating_sub(start.elapsed())).await;
+    }
+}
+
+/// Polls (every 10 ms) until `GET key` is `want`; `false` if it is not after `within`.
+pub async fn value_becomes(
+    raw: &mut MultiplexedConnection,
+    key: &str,
+    want: &str,
+    within: Duration,
+) -> bool {
+    let start = Instant::now();
+    loop {
+        if value(raw, key).await.as_deref() == Some(want) {
+            return true;
+        }
+        if start.elapsed() > within {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits (bounded, 5 s) for `task` to end; its output.
+pub async fn join<T>(task: tokio::task::JoinHandle<T>) -> T {
+    tokio::time::timeout(POLL_LIMIT, task)
+        .await
+        .expect("task still running after 5 s")
+        .unwrap()
+}
+
+/// Asserts that each key of `keys` exists with a PTTL in `(0, max_ms]` (`context` says when,
+/// for the message).
+pub async fn assert_pttls_within(
+    raw: &mut MultiplexedConnection,
+    keys: &[String],
+    max_ms: i64,
+    context: impl std::fmt::Debug,
+) {
+    for key in keys {
+        let p = pttl(raw, key).await;
+        assert!(
+            p > 0 && p <= max_ms,
+            "{key}: pttl {p}, at most {max_ms} ({context:?})"
+        );
+    }
+}
+
+/// `KEYS *` (sorted) but the fenced locks' token counters (`redisson_lock_token:{name}`,
+/// strings without TTL that outlive every hold, by design): what a hold, a waiter or a leak
+/// writes.
+pub async fn lock_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
+    let mut keys = all_keys(raw).await;
+    keys.retain(|k| !k.starts_with("redisson_lock_token:"));
+    keys
+}
+
+/// Polls (every 20 ms) until `key` is gone; `false` if it is still there after `within`.
+pub async fn gone_within(raw: &mut MultiplexedConnection, key: &str, within: Duration) -> bool {
+    all_gone_within(raw, &[key.to_owned()], within).await
+}
+
+/// Polls (every 20 ms) until none of `keys` exists; `false` if one is still there after
+/// `within`.
+pub async fn all_gone_within(
+    raw: &mut MultiplexedConnection,
+    keys: &[String],
+    within: Duration,
+) -> bool {
+    let start = Instant::now();
+    loop {
+        let mut any = false;
+        for k in keys {
+            any |= exists(raw, k).await;
+        }
+        if !any {
+            return true;
+        }
+        if start.elapsed() > within {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw subscriptions
+// ---------------------------------------------------------------------------------------------
+
+/// The messages of a raw subscription (a connection of its own) to `channels`.
+pub async fn subscribe<S: AsRef<str>>(
+    server: &RedisServer,
+    channels: &[S],
+) -> impl Stream<Item = Msg> + Unpin + use<S> {
+    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
+    for c in channels {
+        pubsub.subscribe(c.as_ref()).await.unwrap();
+    }
+    pubsub.into_on_message()
+}
+
+/// The messages of a raw pattern subscription (a connection of its own) to `patterns`.
+pub async fn psubscribe<S: AsRef<str>>(
+    server: &RedisServer,
+    patterns: &[S],
+) -> impl Stream<Item = Msg> + Unpin + use<S> {
+    let mut pubsub = server.redis_client().get_async_pubsub().await.unwrap();
+    for p in patterns {
+        pubsub.psubscribe(p.as_ref()).await.unwrap();
+    }
+    pubsub.into_on_message()
+}
+
+/// The next message; panics if none arrives within 2 s.
+pub async fn next_message(messages: &mut (impl Stream<Item = Msg> + Unpin)) -> Msg {
+    tokio::time::timeout(Duration::from_secs(2), messages.next())
+        .await
+        .expect("no message within 2 s")
+        .expect("the subscription ended")
+}
+
+/// The payload of the next message, which must come on `channel`; panics if none arrives
+/// within 2 s.
+pub async fn next_payload(
+    messages: &mut (impl Stream<Item = Msg> + Unpin),
+    channel: &str,
+) -> String {
+    let msg = next_message(messages).await;
+    assert_eq!(msg.get_channel_name(), channel);
+    msg.get_payload::<String>().unwrap()
+}
+
+/// The (channel, payload) of every message arriving within 300 ms.
+pub async fn drain(messages: &mut (impl Stream<Item = Msg> + Unpin)) -> Vec<(String, String)> {
+    let mut seen = Vec::new();
+    while let Ok(Some(m)) = tokio::time::timeout(ms(300), messages.next()).await {
+        seen.push((m.get_channel_name().to_owned(), m.get_payload().unwrap()));
+    }
+    seen
+}
+
+/// Asserts that no message arrives within `within` (nor does the subscription end); `why`
+/// says why none may.
+pub async fn assert_no_message(
+    messages: &mut (impl Stream<Item = Msg> + Unpin),
+    within: Duration,
+    why: &str,
+) {
+    match tokio::time::timeout(within, messages.next()).await {
+        Err(_) => {}
+        Ok(Some(msg)) => panic!(
+            "{why}: got {:?} on {}",
+            msg.get_payload::<String>(),
+            msg.get_channel_name()
+        ),
+        Ok(None) => panic!("{why}: the subscription ended"),
+    }
+}
+
+/// A raw subscription to one channel whose messages are read as payloads.
+pub struct Messages(Box<dyn Stream<Item = Msg> + Unpin + Send>);
+
+impl Messages {
+    /// Subscribes to `channel` on a connection of its own.
+    pub async fn subscribe(server: &RedisServer, channel: &str) -> Self {
+        Self(Box::new(subscribe(server, &[channel.to_owned()]).await))
+    }
+
+    /// The payload of the next message; panics after 2 s without one.
+    pub async fn next(&mut self) -> String {
+        next_message(&mut self.0).await.get_payload().unwrap()
+    }
+
+    /// Asserts that no message comes within `d`.
+    pub async fn none_within(&mut self, d: Duration) {
+        assert_no_message(&mut self.0, d, "unexpected message").await;
+    }
+}
