@@ -3,15 +3,17 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redisson_sync::{AnyLock, Client, Error, LockOptions, Owner, PermitId, Permits};
+use redisson_sync::{
+    Client, DistributedLock, Error, Expirable, LockOptions, Owner, PermitId, Permits,
+};
 use serde_json::{Value, json};
 
 use crate::bench;
 use crate::counter::Counter;
 use crate::holds::Holds;
-use crate::locks::any_lock;
+use crate::locks::{any_lock, with_kind};
 use crate::protocol::{
-    Code, Failure, Kind, Op, Primitive, Reply, Request, Response, Stress, now_ns,
+    Code, Failure, Kind, ObjKind, Op, Primitive, Reply, Request, Response, Stress, now_ns,
 };
 
 /// First owner id of the `bench` tasks: far above the owners a driver numbers from 1.
@@ -104,19 +106,27 @@ impl Agent {
                 Ok(vec![("locked", locked.into())])
             }
             Op::IsHeld { kind, name, owner } => {
-                let held = self.lock(kind, name)?.is_held_by(Owner::new(owner)).await?;
+                let owner = Owner::new(owner);
+                let held = with_kind!(&self.client, kind, name, |lock| lock
+                    .is_held_by(owner)
+                    .await?);
                 Ok(vec![("held", held.into())])
             }
             Op::HoldCount { kind, name, owner } => {
-                let count = self.lock(kind, name)?.hold_count(Owner::new(owner)).await?;
+                let owner = Owner::new(owner);
+                let count = with_kind!(&self.client, kind, name, |lock| lock
+                    .hold_count(owner)
+                    .await?);
                 Ok(vec![("count", count.into())])
             }
             Op::RemainingTtl { kind, name } => {
-                let ttl = self.lock(kind, name)?.remaining_ttl().await?;
+                let ttl = with_kind!(&self.client, kind, name, |lock| lock
+                    .remaining_ttl()
+                    .await?);
                 Ok(vec![("ttl_ms", ttl.as_redis_millis().into())])
             }
             Op::Stress(stress) => self.stress(stress).await,
-            Op::Bench(spec) => bench::run(self, spec).await,
+            Op::Bench(spec) => bench::run(&self.client, || self.bench_owner(), spec).await,
             Op::SemTrySet { name, permits } => {
                 let set = self.client.semaphore(name).try_set_permits(permits).await?;
                 Ok(vec![("set", set.into())])
@@ -179,7 +189,7 @@ impl Agent {
                 Ok(vec![("opened", opened.into())])
             }
             Op::LatchCount { name } => {
-                let count = self.client.count_down_latch(name).get_count().await?;
+                let count = self.client.count_down_latch(name).count().await?;
                 Ok(vec![("count", count.into())])
             }
             Op::PsemTrySet { name, permits } => {
@@ -195,9 +205,34 @@ impl Agent {
                 permits,
                 wait,
                 lease,
+                renew,
                 ..
             } => {
-                let semaphore = self.client.permit_expirable_semaphore(name);
+                let semaphore = self.client.permit_expirable_semaphore(&name);
+                if renew {
+                    let Some(lease) = lease else {
+                        return Err(Failure::bad_request(
+                            "psem_acquire with renew needs a lease_ms to renew",
+                        ));
+                    };
+                    let guard = match wait {
+                        None => Some(semaphore.acquire_renewing(permits, lease).await?),
+                        Some(wait) => {
+                            semaphore
+                                .try_acquire_renewing_for(permits, wait, lease)
+                                .await?
+                        }
+                    };
+                    return Ok(match guard {
+                        Some(guard) => {
+                            let ids: Vec<Value> =
+                                guard.ids().iter().map(|id| id.to_string().into()).collect();
+                            self.holds.push_renewing(guard);
+                            vec![("acquired", true.into()), ("ids", ids.into())]
+                        }
+                        None => vec![("acquired", false.into())],
+                    });
+                }
                 let ids = match wait {
                     None => Some(semaphore.acquire(permits, lease).await?),
                     Some(wait) if wait.is_zero() => semaphore.try_acquire(permits, lease).await?,
@@ -211,8 +246,35 @@ impl Agent {
                     None => vec![("acquired", false.into())],
                 })
             }
+            Op::PsemTryReleaseMany { name, ids } => {
+                let semaphore = self.client.permit_expirable_semaphore(&name);
+                self.holds.stop_renewing(semaphore.name(), &ids);
+                let released = semaphore.try_release_many(&ids).await?;
+                Ok(vec![("released", released.into())])
+            }
+            Op::ObjExists { okind, name } => {
+                let exists = self.object(okind, name).is_exists().await?;
+                Ok(vec![("exists", exists.into())])
+            }
+            Op::ObjDelete { okind, name } => {
+                let deleted = self.object(okind, name).delete().await?;
+                Ok(vec![("deleted", deleted.into())])
+            }
+            Op::ObjExpire { okind, name, ttl } => {
+                let set = self.object(okind, name).expire(ttl).await?;
+                Ok(vec![("set", set.into())])
+            }
+            Op::ObjClearExpire { okind, name } => {
+                let cleared = self.object(okind, name).clear_expire().await?;
+                Ok(vec![("cleared", cleared.into())])
+            }
+            Op::ObjTtl { okind, name } => {
+                let ttl = self.object(okind, name).remaining_ttl().await?;
+                Ok(vec![("ttl_ms", ttl.as_redis_millis().into())])
+            }
             Op::PsemRelease { name, ids } => {
-                let semaphore = self.client.permit_expirable_semaphore(name);
+                let semaphore = self.client.permit_expirable_semaphore(&name);
+                self.holds.stop_renewing(semaphore.name(), &ids);
                 // All or nothing: an unknown or expired id releases none and answers false.
                 let released = match semaphore.release(&ids).await {
                     Ok(()) => true,
@@ -244,8 +306,25 @@ impl Agent {
         }
     }
 
+    /// The object of `okind` named `name`, for the object and expiry ops.
+    fn object(&self, okind: ObjKind, name: String) -> Box<dyn Expirable> {
+        match okind {
+            ObjKind::Lock(kind) => {
+                with_kind!(&self.client, kind, name, |lock| Box::new(lock)
+                    as Box<dyn Expirable>)
+            }
+            ObjKind::Semaphore => Box::new(self.client.semaphore(name)),
+            ObjKind::Psem => Box::new(self.client.permit_expirable_semaphore(name)),
+            ObjKind::Latch => Box::new(self.client.count_down_latch(name)),
+        }
+    }
+
     /// The lock of `kind` named `name`.
-    pub fn lock(&self, kind: Kind, name: impl Into<String>) -> Result<AnyLock, Failure> {
+    pub fn lock(
+        &self,
+        kind: Kind,
+        name: impl Into<String>,
+    ) -> Result<Box<dyn DistributedLock>, Failure> {
         any_lock(&self.client, kind, name)
     }
 

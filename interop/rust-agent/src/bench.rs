@@ -3,17 +3,17 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use redisson_sync::{AnyLock, LockOptions, Semaphore};
+use redisson_sync::{Client, DistributedLock, LockOptions, Owner, Semaphore};
 
 use tokio::task::JoinSet;
 
-use crate::agent::Agent;
+use crate::locks::any_lock;
 use crate::protocol::{Bench, Code, Failure, Primitive, Reply};
 
 /// What one task of a bench acquires and releases.
 enum Pair {
     /// A lock, for the task's own owner (watchdog lease).
-    Lock(AnyLock, LockOptions),
+    Lock(Box<dyn DistributedLock>, LockOptions),
     /// One permit of a semaphore.
     Semaphore(Semaphore),
 }
@@ -31,8 +31,13 @@ impl Pair {
 /// latencies: lock/unlock (watchdog lease), or for `semaphore` acquire(1)/release of a
 /// semaphore whose permits were set to 1 before the loops (when it did not exist). The key is
 /// `name` when `same_key`, else `name:<task>`. The first failure ends the bench (the other
-/// loops are dropped; the crate undoes what they were doing).
-pub async fn run(agent: &Agent, spec: Bench) -> Result<Reply, Failure> {
+/// loops are dropped; the crate undoes what they were doing). Each task's owner comes from
+/// `next_owner`.
+pub async fn run(
+    client: &Client,
+    next_owner: impl Fn() -> Owner,
+    spec: Bench,
+) -> Result<Reply, Failure> {
     let key = |task: u64| {
         if spec.same_key {
             spec.name.clone()
@@ -43,17 +48,17 @@ pub async fn run(agent: &Agent, spec: Bench) -> Result<Reply, Failure> {
     let pairs: Vec<Pair> = match spec.kind {
         Primitive::Lock(kind) => (0..spec.tasks)
             .map(|task| {
-                let options = LockOptions::new().owner(agent.bench_owner());
-                Ok(Pair::Lock(agent.lock(kind, key(task))?, options))
+                let options = LockOptions::new().owner(next_owner());
+                Ok(Pair::Lock(any_lock(client, kind, key(task))?, options))
             })
             .collect::<Result<_, Failure>>()?,
         Primitive::Semaphore => {
             let keys: BTreeSet<String> = (0..spec.tasks).map(key).collect();
             for key in keys {
-                agent.client.semaphore(key).try_set_permits(1).await?;
+                client.semaphore(key).try_set_permits(1).await?;
             }
             (0..spec.tasks)
-                .map(|task| Pair::Semaphore(agent.client.semaphore(key(task))))
+                .map(|task| Pair::Semaphore(client.semaphore(key(task))))
                 .collect()
         }
         Primitive::Psem => {

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use redisson_sync::LockGuard;
+use redisson_sync::{LockGuard, PermitGuard, PermitId};
 
 use crate::protocol::Kind;
 
@@ -19,6 +19,9 @@ type Key = (Kind, String, u64);
 #[derive(Debug, Default)]
 pub struct Holds {
     guards: Mutex<HashMap<Key, Vec<LockGuard>>>,
+    /// The permits of renewing acquisitions (`psem_acquire` with `renew`), renewed until a
+    /// release names one of their ids.
+    renewing: Mutex<Vec<PermitGuard>>,
 }
 
 impl Holds {
@@ -48,15 +51,42 @@ impl Holds {
         stale.into_iter().flatten().for_each(LockGuard::forget);
     }
 
+    /// Keeps renewing the permits of `guard` until a release names one of its ids.
+    pub fn push_renewing(&self, guard: PermitGuard) {
+        lock(&self.renewing).push(guard);
+    }
+
+    /// Stops renewing every renewing acquisition of `name` (the semaphore's key) that holds one
+    /// of `ids`: the release that names them then releases them as any permits (a release of
+    /// only some of an acquisition's ids stops the renewal of all of them). Nothing is sent.
+    pub fn stop_renewing(&self, name: &str, ids: &[PermitId]) {
+        let mut renewing = lock(&self.renewing);
+        let (stop, keep): (Vec<PermitGuard>, Vec<PermitGuard>) = renewing
+            .drain(..)
+            .partition(|g| g.name() == name && g.ids().iter().any(|id| ids.contains(id)));
+        *renewing = keep;
+        drop(renewing);
+        for guard in stop {
+            drop(guard.into_ids());
+        }
+    }
+
     /// Forgets every hold: the locks stay in Redis until their leases end, as after Redisson's
-    /// `shutdown()`.
+    /// `shutdown()`, and the renewing permits until theirs do.
     pub fn forget_all(&self) {
         let all = std::mem::take(&mut *self.lock());
         all.into_values().flatten().for_each(LockGuard::forget);
+        for guard in std::mem::take(&mut *lock(&self.renewing)) {
+            drop(guard.into_ids());
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<Key, Vec<LockGuard>>> {
-        // Nothing here panics while holding the mutex; stay usable even if something did.
-        self.guards.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.guards)
     }
+}
+
+/// Nothing here panics while holding a mutex; stay usable even if something did.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -37,7 +37,7 @@ pub struct Options {
     /// `--fair-wait-ms`: the fair-lock waiter slot (`Config::fair_wait_timeout`).
     pub fair_wait: Duration,
     /// `--pubsub`: `Config::pubsub` (cluster mode only).
-    pub pubsub: redisson_sync::PubSubMode,
+    pub pubsub: redisson_sync::config::PubSubMode,
     /// `--master`: the Sentinel master name (sentinel mode).
     pub master: String,
     /// `--user`, `--password`: `Config::username`, `Config::password`.
@@ -47,7 +47,7 @@ pub struct Options {
     /// Redisson's NameMapper does to the Java agent's counter bucket).
     pub name_prefix: String,
     /// `--sync-replicas` (Rust agent only): `Config::sync_replicas`.
-    pub sync_replicas: redisson_sync::SyncReplicas,
+    pub sync_replicas: redisson_sync::config::SyncReplicas,
     /// `--tls-ca`: `Config::tls_ca_cert`.
     pub tls_ca: Option<String>,
 }
@@ -61,12 +61,12 @@ impl Options {
             mode: Mode::Single,
             watchdog: Duration::from_secs(30),
             fair_wait: Duration::from_secs(300),
-            pubsub: redisson_sync::PubSubMode::Auto,
+            pubsub: redisson_sync::config::PubSubMode::Auto,
             master: "mymaster".to_owned(),
             user: None,
             password: None,
             name_prefix: String::new(),
-            sync_replicas: redisson_sync::SyncReplicas::Auto,
+            sync_replicas: redisson_sync::config::SyncReplicas::Auto,
             tls_ca: None,
         };
         let mut args = args.into_iter();

@@ -57,6 +57,30 @@ impl Kind {
     }
 }
 
+/// What the object and expiry ops (`obj_*`) act on: a lock kind, `semaphore`, `psem` or
+/// `latch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjKind {
+    Lock(Kind),
+    /// `semaphore`: a `Semaphore`.
+    Semaphore,
+    /// `psem`: a `PermitExpirableSemaphore` (both of its keys).
+    Psem,
+    /// `latch`: a `CountDownLatch`.
+    Latch,
+}
+
+impl ObjKind {
+    fn parse(okind: &str) -> Result<Self, Failure> {
+        match okind {
+            "semaphore" => Ok(Self::Semaphore),
+            "psem" => Ok(Self::Psem),
+            "latch" => Ok(Self::Latch),
+            _ => Kind::parse(okind).map(Self::Lock),
+        }
+    }
+}
+
 /// What `stress` and `bench` run on: a lock kind, or one of the semaphores (protocol
 /// extension: `semaphore` for both ops, `psem` for `stress` only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,6 +205,34 @@ pub enum Op {
         wait: Option<Duration>,
         /// `None`: no lease, the permits are held until released.
         lease: Option<Duration>,
+        /// The Rust-only `renew` flag: the agent keeps renewing the leases until the ids are
+        /// released.
+        renew: bool,
+    },
+    PsemTryReleaseMany {
+        name: String,
+        ids: Vec<PermitId>,
+    },
+    ObjExists {
+        okind: ObjKind,
+        name: String,
+    },
+    ObjDelete {
+        okind: ObjKind,
+        name: String,
+    },
+    ObjExpire {
+        okind: ObjKind,
+        name: String,
+        ttl: Duration,
+    },
+    ObjClearExpire {
+        okind: ObjKind,
+        name: String,
+    },
+    ObjTtl {
+        okind: ObjKind,
+        name: String,
     },
     PsemRelease {
         name: String,
@@ -249,7 +301,13 @@ impl Op {
             | Self::PsemTrySet { .. }
             | Self::PsemRelease { .. }
             | Self::PsemAvailable { .. }
-            | Self::PsemUpdateLease { .. } => None,
+            | Self::PsemUpdateLease { .. }
+            | Self::PsemTryReleaseMany { .. }
+            | Self::ObjExists { .. }
+            | Self::ObjDelete { .. }
+            | Self::ObjExpire { .. }
+            | Self::ObjClearExpire { .. }
+            | Self::ObjTtl { .. } => None,
         }
     }
 
@@ -341,6 +399,12 @@ const TIMED_OPS: &[&str] = &[
     "psem_release",
     "psem_available",
     "psem_update_lease",
+    "psem_try_release_many",
+    "obj_exists",
+    "obj_delete",
+    "obj_expire",
+    "obj_clear_expire",
+    "obj_ttl",
 ];
 
 /// The operations that take a lock `kind` (only those: `stress` and `bench` parse theirs on
@@ -439,7 +503,28 @@ fn parse_op(op: &str, f: &Fields<'_>) -> Result<Op, Failure> {
             },
             wait: f.wait()?,
             lease: f.lease()?,
+            renew: f.optional_bool("renew")?.unwrap_or(false),
         },
+        "psem_try_release_many" => Op::PsemTryReleaseMany {
+            name: f.string("name")?,
+            ids: f.permit_ids()?,
+        },
+        "obj_exists" | "obj_delete" | "obj_expire" | "obj_clear_expire" | "obj_ttl" => {
+            // The kind first, as the Java agent checks it: an unknown one is `unsupported`.
+            let okind = ObjKind::parse(&f.string("okind")?)?;
+            let name = f.string("name")?;
+            match op {
+                "obj_exists" => Op::ObjExists { okind, name },
+                "obj_delete" => Op::ObjDelete { okind, name },
+                "obj_expire" => Op::ObjExpire {
+                    okind,
+                    name,
+                    ttl: f.ttl()?,
+                },
+                "obj_clear_expire" => Op::ObjClearExpire { okind, name },
+                _ => Op::ObjTtl { okind, name },
+            }
+        }
         "psem_release" => Op::PsemRelease {
             name: f.string("name")?,
             ids: f.permit_ids()?,
@@ -641,6 +726,17 @@ impl Fields<'_> {
     /// no expiry).
     fn lease(&self) -> Result<Option<Duration>, Failure> {
         Ok(self.optional_int("lease_ms")?.and_then(lease))
+    }
+
+    /// `ttl_ms`: a required time to live of at least 1 ms (as the Java agent: Redis would
+    /// delete a key expired with 0).
+    fn ttl(&self) -> Result<Duration, Failure> {
+        match self.int("ttl_ms")? {
+            ms if ms >= 1 => Ok(Duration::from_millis(ms.unsigned_abs())),
+            ms => Err(Failure::bad_request(format!(
+                "ttl_ms must be at least 1, got {ms}"
+            ))),
+        }
     }
 }
 
@@ -1144,5 +1240,135 @@ mod tests {
             None
         );
         assert!(!op(r#"{"id":1,"op":"ping"}"#).is_timed());
+    }
+}
+
+/// Any request line (issue 29, item 8): the parser answers every one with a request or a
+/// `bad_request` / `unsupported` rejection carrying the request's id when it has one, never a
+/// panic. A short fixed-seed run; `REDISSON_FUZZ_CASES` and `REDISSON_FUZZ_SEED` choose
+/// another, as for the crate's `tests/fuzz_*.rs`.
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngSeed};
+    use serde_json::{Map, Value, json};
+
+    use super::*;
+
+    fn config(cases: u32) -> Config {
+        let env = |var: &str, default: u64| {
+            std::env::var(var).map_or(default, |v| v.trim().parse().expect(var))
+        };
+        Config {
+            cases: u32::try_from(env("REDISSON_FUZZ_CASES", u64::from(cases))).unwrap(),
+            rng_seed: RngSeed::Fixed(env("REDISSON_FUZZ_SEED", 29)),
+            failure_persistence: None,
+            ..Config::default()
+        }
+    }
+
+    const FIELDS: &[&str] = &[
+        "kind",
+        "name",
+        "owner",
+        "wait_ms",
+        "lease_ms",
+        "permits",
+        "count",
+        "ids",
+        "permit_id",
+        "iterations",
+        "tasks",
+        "hold_us",
+        "counter",
+        "record",
+        "keep_going",
+        "same_key",
+        "okind",
+        "ttl_ms",
+        "renew",
+    ];
+
+    /// Values of the right and wrong types, in and out of range.
+    fn value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            prop::sample::select(vec![
+                "lock",
+                "fair",
+                "read",
+                "write",
+                "fenced",
+                "spin",
+                "semaphore",
+                "psem",
+                "latch",
+                "bucket",
+                "",
+                "a",
+                "0123456789abcdef0123456789abcdef",
+            ])
+            .prop_map(Value::from),
+            any::<String>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            (-3i64..4).prop_map(Value::from),
+            Just(json!(u64::MAX)),
+            Just(json!(i64::from(i32::MAX) + 1)),
+            any::<f64>().prop_map(|f| json!(f)),
+            any::<bool>().prop_map(Value::from),
+            Just(Value::Null),
+            prop::collection::vec("[0-9a-fA-F]{30,33}", 0..3).prop_map(|v| json!(v)),
+            Just(json!([1, {"a": null}])),
+            Just(json!({"nested": {"deeper": []}})),
+        ]
+    }
+
+    fn request() -> impl Strategy<Value = (Value, String)> {
+        let mut ops: Vec<&str> = TIMED_OPS.to_vec();
+        ops.extend(["ping", "bench", "stress", "no_such_op", ""]);
+        let id = prop_oneof![
+            4 => any::<i64>().prop_map(Value::from),
+            1 => Just(json!(u64::MAX)),
+            1 => value(),
+        ];
+        let fields = prop::collection::btree_map(prop::sample::select(FIELDS), value(), 0..8);
+        (id, prop::sample::select(ops), fields).prop_map(|(id, op, fields)| {
+            let mut object = Map::new();
+            object.insert("id".into(), id.clone());
+            object.insert("op".into(), op.into());
+            for (k, v) in fields {
+                object.insert(k.into(), v);
+            }
+            (id, Value::Object(object).to_string())
+        })
+    }
+
+    proptest! {
+        #![proptest_config(config(2_000))]
+
+        #[test]
+        fn any_request_is_parsed_or_rejected_with_its_id((id, line) in request()) {
+            let integer = id.as_i64().is_some() || id.as_u64().is_some();
+            match parse(&line) {
+                Ok(request) => {
+                    prop_assert!(integer, "{line}");
+                    prop_assert_eq!(request.id, id);
+                }
+                Err(rejected) => {
+                    prop_assert!(
+                        matches!(rejected.failure.code, Code::BadRequest | Code::Unsupported),
+                        "{line}: {:?}", rejected.failure
+                    );
+                    let want = if integer { id } else { Value::Null };
+                    prop_assert_eq!(rejected.id, want, "{}", line);
+                }
+            }
+        }
+
+        #[test]
+        fn any_text_is_rejected_or_parsed(line in any::<String>()) {
+            if let Err(rejected) = parse(&line) {
+                prop_assert_eq!(rejected.failure.code, Code::BadRequest);
+            }
+        }
     }
 }

@@ -169,6 +169,12 @@ impl Agent {
         self.wait(id, CALL_TIMEOUT)
     }
 
+    /// The agent's process id (`interop/agent` execs the agent, so it is the JVM's or the
+    /// Rust binary's); `None` once the process was reaped, when it may name another process.
+    pub fn pid(&self) -> Option<u32> {
+        (!self.reaped.load(Ordering::Relaxed)).then(|| self.child.id())
+    }
+
     /// Stops the process with SIGSTOP (a GC pause, a stalled VM), until [`resume`](Self::resume).
     pub fn pause(&self) -> Result<(), String> {
         self.signal(libc::SIGSTOP)

@@ -29,9 +29,18 @@ pub struct Options {
     /// `--rust-pubsub`: the Rust agent's, when it differs (e.g. `both`).
     pub rust_pubsub: Option<String>,
     pub smoke: bool,
+    /// `--server BUILD`: the server build the scenarios run on (`valkey-9.1`, `redis-6.2`,
+    /// `redis-7.0`); it must be the one `REDISSON_SYNC_SERVER` selects for the testkit
+    /// (`interop/run --server` sets both). Unset: the testkit's default, `redis-server` on PATH.
+    pub server: Option<String>,
     pub only: Option<String>,
     pub handoffs: usize,
     pub iterations: u64,
+    /// `--repeat`: the iterations of the main case of the repeated wake-up scenario
+    /// ("missed wakes"; its other cases run a fifth of it).
+    pub repeat: usize,
+    /// `--repeat` was given: the on-demand scenarios ("missed wakes, reply delayed") run.
+    pub repeat_given: bool,
 }
 
 impl Options {
@@ -44,9 +53,12 @@ impl Options {
             pubsub: "auto".into(),
             rust_pubsub: None,
             smoke: false,
+            server: None,
             only: None,
             handoffs: 50,
             iterations: 50,
+            repeat: 20,
+            repeat_given: false,
         };
         while let Some(arg) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -67,14 +79,29 @@ impl Options {
                 "--pubsub" => options.pubsub = value()?,
                 "--rust-pubsub" => options.rust_pubsub = Some(value()?),
                 "--smoke" => options.smoke = true,
+                "--server" => options.server = Some(value()?),
                 "--only" => options.only = Some(value()?),
                 "--handoffs" => options.handoffs = number(&arg, &value()?)?,
                 "--iterations" => options.iterations = number(&arg, &value()?)?,
+                "--repeat" => {
+                    options.repeat = number(&arg, &value()?)?;
+                    options.repeat_given = true;
+                }
                 _ => return Err(format!("unknown argument {arg:?}")),
             }
         }
-        if options.handoffs == 0 || options.iterations == 0 {
-            return Err("--handoffs and --iterations must be at least 1".into());
+        let selected = testkit::ServerBuild::current().name().to_string();
+        match &options.server {
+            Some(build) if *build != selected && !(build == "redis-7.0" && selected == "path") => {
+                return Err(format!(
+                    "--server {build}, but {} selects {selected:?}: run interop/run --server {build}, which sets both",
+                    testkit::SERVER_ENV
+                ));
+            }
+            _ => {}
+        }
+        if options.handoffs == 0 || options.iterations == 0 || options.repeat == 0 {
+            return Err("--handoffs, --iterations and --repeat must be at least 1".into());
         }
         Ok(options)
     }
@@ -102,7 +129,11 @@ pub struct Ctx {
 impl Ctx {
     pub fn start(options: Options) -> Result<Self, String> {
         let root = options.root.clone();
-        let logs = root.join("target/interop-logs").join(if options.cluster {
+        let mut logs = root.join("target/interop-logs");
+        if let Some(build) = &options.server {
+            logs = logs.join(build);
+        }
+        let logs = logs.join(if options.cluster {
             format!(
                 "{}-cluster-{}{}",
                 options.redisson,
@@ -131,7 +162,9 @@ impl Ctx {
             .unwrap_or_default()
             .as_nanos();
         let long = ["--watchdog-ms".to_string(), LONG_WATCHDOG_MS.to_string()];
-        let start = |imp: Impl, n: u64| start_agent(&root, &logs, &server, &options, imp, n, &long);
+        let url = server.url();
+        let start =
+            |imp: Impl, n: u64| start_agent(&root, &logs, (&server, &url), &options, imp, n, &long);
         let rust = start(Impl::Rust, 1)?;
         let java = start(Impl::Java, 1)?;
         Ok(Self {
@@ -158,12 +191,18 @@ impl Ctx {
 
     /// A fresh agent with these extra options (e.g. `--watchdog-ms 1500`).
     pub fn start_agent(&self, imp: Impl, extra: &[&str]) -> Result<Agent, String> {
+        self.start_agent_at(imp, &self.server.url(), extra)
+    }
+
+    /// A fresh agent that reaches Redis at `url` (e.g. through a fault proxy), with these
+    /// extra options.
+    pub fn start_agent_at(&self, imp: Impl, url: &str, extra: &[&str]) -> Result<Agent, String> {
         let n = self.next_agent.fetch_add(1, Ordering::Relaxed);
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         start_agent(
             &self.root,
             &self.logs,
-            &self.server,
+            (&self.server, url),
             &self.options,
             imp,
             n,
@@ -189,10 +228,11 @@ impl Ctx {
     }
 }
 
+/// Starts agent `n` of `imp` on `server`, reached at `url`.
 fn start_agent(
     root: &std::path::Path,
     logs: &std::path::Path,
-    server: &Backend,
+    (server, url): (&Backend, &str),
     options: &Options,
     imp: Impl,
     n: u64,
@@ -224,7 +264,7 @@ fn start_agent(
         ]);
     }
     let log = logs.join(format!("agent-{imp}-{n}.log"));
-    Agent::start(root, imp, label, &server.url(), &args, &log)
+    Agent::start(root, imp, label, url, &args, &log)
 }
 
 /// `redisson_lock__channel:{N}` (prefixName of REDISSON_LAYOUT §1.2).

@@ -2,13 +2,20 @@
 //! `interop/build`) reads a Java holder's lock, a Java fair queue, Java readers, a Java
 //! semaphore holder and Java expirable permits, and shows the Java client id and thread ids
 //! exactly as they are in Redis, without changing anything (DUMP of every key before and
-//! after). Then `watch` shows a handoff from a Java holder to a Rust waiter as it happens. A
-//! child module of `scenarios`, whose helpers and macros it uses.
+//! after). Then `watch` shows a handoff from a Java holder to a Rust waiter as it happens, and
+//! the lock events of a Java holder (`watch --json`, the crate's `Client::events`): its
+//! acquisitions, its unlock, Redisson's `forceUnlock()` and a lease running out, with and
+//! without keyspace notifications. The CLI connects the way the scenarios' agents do: one
+//! server, the cluster's seed nodes (`--cluster`), or the Sentinels (`--sentinel`, `--master`);
+//! and, with a server of its own, over TLS with an ACL user and a name prefix. A child module
+//! of `scenarios`, whose helpers and macros it uses.
 
-use std::process::Command;
-use std::time::Duration;
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
-use crate::server::Connection;
+use crate::server::{Backend, Connection};
 use serde_json::{Value, json};
 
 use super::*;
@@ -18,11 +25,31 @@ fn cli(ctx: &Ctx) -> std::path::PathBuf {
     ctx.root.join("target/release/redisson-sync")
 }
 
+/// How the CLI reaches the scenarios' Redis: `--redis URL`, `--cluster SEEDS --pubsub MODE`
+/// (the Java agent's mode) or `--sentinel URLS --master NAME`.
+fn target(ctx: &Ctx) -> Vec<String> {
+    match &ctx.server {
+        Backend::Single(server) => vec!["--redis".into(), server.url()],
+        // Subscribed as the Java agent publishes.
+        Backend::Cluster(cluster) => vec![
+            "--cluster".into(),
+            cluster.seed_urls().join(","),
+            "--pubsub".into(),
+            ctx.options.pubsub.clone(),
+        ],
+        Backend::Sentinel(setup) => vec![
+            "--sentinel".into(),
+            setup.sentinel_urls().join(","),
+            "--master".into(),
+            setup.master_name().into(),
+        ],
+    }
+}
+
 /// Runs the CLI with `args` against the scenario server; its stdout on success.
 fn run_cli(ctx: &Ctx, args: &[&str]) -> Result<String, String> {
     let out = Command::new(cli(ctx))
-        .arg("--redis")
-        .arg(ctx.server.url())
+        .args(target(ctx))
         .args(args)
         .output()
         .map_err(|e| format!("cannot run {}: {e}", cli(ctx).display()))?;
@@ -247,8 +274,7 @@ pub(super) fn watch_java_handoff(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, 
         std::thread::sleep(ms(10));
     }
     let watcher = Command::new(cli(ctx))
-        .arg("--redis")
-        .arg(ctx.server.url())
+        .args(target(ctx))
         .args(["watch", &name, "--for", "2"])
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -297,4 +323,340 @@ fn wait_queue_len(con: &mut Connection, name: &str, n: i64) -> Result<(), String
         );
         std::thread::sleep(ms(10));
     }
+}
+
+/// `watch NAME --json` running: the CLI, and its lines as they come.
+struct JsonWatch {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    secs: f64,
+}
+
+impl JsonWatch {
+    /// Starts `redisson-sync <before> watch NAME --json --for SECS --poll 0.2 <extra>` and
+    /// waits for its first event (`watching`: subscribed by then), returned parsed.
+    fn start(
+        ctx: &Ctx,
+        before: &[String],
+        name: &str,
+        secs: f64,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<(Self, Value), String> {
+        let mut command = Command::new(cli(ctx));
+        command
+            .args(before)
+            .args(["watch", name, "--json", "--poll", "0.2", "--for"])
+            .arg(secs.to_string())
+            .args(extra)
+            .stdout(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot run the CLI: {e}"))?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let watch = Self { child, lines, secs };
+        let first = watch
+            .lines
+            .recv_timeout(Duration::from_secs(20))
+            .map_err(|_| "watch printed nothing within 20 s".to_string())?;
+        let first: Value =
+            serde_json::from_str(&first).map_err(|e| format!("watch output {first:?}: {e}"))?;
+        ensure_eq!(first["event"], json!("watching"), "first event");
+        Ok((watch, first))
+    }
+
+    /// Waits for the CLI to end (`--for`), bounded, and returns every further event.
+    fn finish(mut self) -> Result<Vec<Value>, String> {
+        let deadline = Instant::now() + Duration::from_secs_f64(self.secs + 15.0);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return Err("watch did not stop after --for".into());
+            }
+            std::thread::sleep(ms(20));
+        };
+        ensure!(status.success(), "watch failed: {status}");
+        let mut events = Vec::new();
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            events.push(
+                serde_json::from_str::<Value>(&line)
+                    .map_err(|e| format!("watch output {line:?}: {e}"))?,
+            );
+        }
+        Ok(events)
+    }
+}
+
+/// `(event, seen_by, holder field)` of each event.
+fn told(events: &[Value]) -> Vec<(String, String, String)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e["event"].as_str().unwrap_or_default().to_owned(),
+                e["seen_by"].as_str().unwrap_or_default().to_owned(),
+                e["holder"]["field"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `CONFIG SET notify-keyspace-events <flags>` where the scenarios' keys live: the server,
+/// the Sentinels' current master, or every node of the cluster.
+fn set_keyspace(ctx: &Ctx, flags: &str) -> Result<(), String> {
+    let mut set = redis::cmd("CONFIG");
+    set.arg("SET").arg("notify-keyspace-events").arg(flags);
+    match ctx.con()? {
+        Connection::Cluster(_, nodes) => {
+            for url in nodes {
+                let mut node = redis::Client::open(url.as_str())
+                    .and_then(|c| c.get_connection())
+                    .map_err(|e| format!("{url}: {e}"))?;
+                set.query::<()>(&mut node)
+                    .map_err(|e| format!("{url}: CONFIG SET: {e}"))?;
+            }
+            Ok(())
+        }
+        mut con => query::<()>(&mut con, &set),
+    }
+}
+
+/// The one holder field of the lock hash `name` (the Java holder's `<client id>:<thread id>`).
+fn only_field(con: &mut Connection, name: &str) -> Result<String, String> {
+    let fields: Vec<(String, String)> = query(con, redis::cmd("HGETALL").arg(name))?;
+    ensure_eq!(fields.len(), 1, "fields of {name}");
+    Ok(fields[0].0.clone())
+}
+
+/// The lock events of a Java holder, told by the Rust side (`watch --json`, on
+/// `Client::events`), with keyspace notifications on and then without them (`--no-keyspace`):
+/// Java locks and unlocks, locks and force-unlocks (Redisson's `forceUnlock()`), locks with a
+/// 700 ms lease and lets it run out. Each event names the Java holder's field, exactly as it is
+/// in Redis. In a cluster the name has a hash tag, so that the keyspace notifications reach the
+/// subscription (they are published on the key's node only).
+pub(super) fn events_java(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
+    let java = ctx.agent(Impl::Java);
+    let mut con = ctx.con()?;
+    set_keyspace(ctx, "KA")?;
+    let result = (|| {
+        let mut summary = Vec::new();
+        for keyspace in [true, false] {
+            let o = ctx.owner();
+            let name = if ctx.server.is_cluster() {
+                format!("{{{}}}", ctx.name("events"))
+            } else {
+                ctx.name("events")
+            };
+            let extra: &[&str] = if keyspace { &[] } else { &["--no-keyspace"] };
+            let (watch, first) = JsonWatch::start(ctx, &target(ctx), &name, 5.0, extra, &[])?;
+            ensure_eq!(
+                first["keyspace_on"],
+                json!(keyspace),
+                "keyspace: {}",
+                first["keyspace"]
+            );
+            let pause = || std::thread::sleep(ms(500));
+            lock_(java, "lock", &name, o)?;
+            let f1 = only_field(&mut con, &name)?;
+            pause();
+            unlock(java, "lock", &name, o)?;
+            pause();
+            lock_(java, "lock", &name, o + 1)?;
+            let f2 = only_field(&mut con, &name)?;
+            pause();
+            let (released, _) = force_unlock(java, "lock", &name)?;
+            ensure!(released, "Java's forceUnlock removed nothing");
+            pause();
+            java.call(lock_request("lock", &name, o + 2, Some(700)))?;
+            let f3 = only_field(&mut con, &name)?;
+            std::thread::sleep(ms(1300));
+            let events = watch.finish()?;
+            let (by_ks, by_msg) = if keyspace {
+                ("keyspace", "keyspace")
+            } else {
+                ("snapshot", "message")
+            };
+            let t = |e: &str, by: &str, f: &String| (e.to_owned(), by.to_owned(), f.clone());
+            let expected = vec![
+                t("acquired", by_ks, &f1),
+                t("released", by_msg, &f1),
+                t("acquired", by_ks, &f2),
+                // Without keyspace notifications a force unlock is a release (same message).
+                t(
+                    if keyspace {
+                        "force_unlocked"
+                    } else {
+                        "released"
+                    },
+                    by_msg,
+                    &f2,
+                ),
+                t("acquired", by_ks, &f3),
+                t("expired", by_ks, &f3),
+            ];
+            ensure_eq!(
+                told(&events),
+                expected,
+                "events of {name} (keyspace {keyspace})"
+            );
+            for e in &events {
+                ensure_eq!(
+                    e["holder"]["client_id"],
+                    json!(java.client_id),
+                    "the holder's client id in {e}"
+                );
+            }
+            let (_, thread) = split_field(&f1).ok_or("unparsable Java field")?;
+            ensure_eq!(
+                events[0]["holder"]["owner"],
+                json!(thread),
+                "Java thread id"
+            );
+            summary.push(format!(
+                "{}: {}",
+                if keyspace {
+                    "keyspace on"
+                } else {
+                    "keyspace off"
+                },
+                events
+                    .iter()
+                    .map(|e| format!(
+                        "{} ({})",
+                        e["event"].as_str().unwrap_or_default(),
+                        e["seen_by"].as_str().unwrap_or_default()
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        Ok(summary.join("; "))
+    })();
+    set_keyspace(ctx, "")?;
+    result
+}
+
+/// The CLI over TLS with an ACL user (password from `$REDISSON_SYNC_PASSWORD`) and a name
+/// prefix, on a Java agent that connects the same way (`rediss://`, `--tls-ca`, `--user`,
+/// `--password`, `--name-prefix app:`): `inspect` shows the Java holder under `app:`, `list`
+/// finds only prefixed keys, `watch` tells the Java unlock, and the password is never printed.
+pub(super) fn cli_tls_prefix(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
+    const PASSWORD: &str = "cli-interop-secret";
+    let files = testkit::TlsFiles::try_generate()?;
+    let (server, port) = testkit::RedisServer::try_start_tls(&files, &[])?;
+    let mut con = Connection::Single(server.try_connect()?);
+    query::<()>(
+        &mut con,
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("cli-app")
+            .arg("on")
+            .arg(format!(">{PASSWORD}"))
+            .arg("~app:*")
+            // The other keys of a structure named app:N (an inspection reads them all).
+            .arg("~redisson_*")
+            .arg("~{app:*")
+            .arg("&*")
+            .arg("+@all"),
+    )?;
+    let url = format!("rediss://127.0.0.1:{port}");
+    let ca = files.ca_cert().to_string_lossy().into_owned();
+    let java = ctx.start_agent(
+        Impl::Java,
+        &[
+            "--redis",
+            &url,
+            "--tls-ca",
+            &ca,
+            "--user",
+            "cli-app",
+            "--password",
+            PASSWORD,
+            "--name-prefix",
+            "app:",
+        ],
+    )?;
+    let o = ctx.owner();
+    let name = ctx.name("cli-tls");
+    let key = format!("app:{name}");
+    lock_(&java, "lock", &name, o)?;
+    let field = only_field(&mut con, &key)?;
+    let before: Vec<String> = [
+        "--redis",
+        &url,
+        "--tls-ca",
+        &ca,
+        "--user",
+        "cli-app",
+        "--name-prefix",
+        "app:",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let env = [("REDISSON_SYNC_PASSWORD", PASSWORD)];
+    let run = |args: &[&str]| -> Result<String, String> {
+        let out = Command::new(cli(ctx))
+            .args(&before)
+            .args(args)
+            .env("REDISSON_SYNC_PASSWORD", PASSWORD)
+            .output()
+            .map_err(|e| format!("cannot run the CLI: {e}"))?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ensure!(
+            !text.contains(PASSWORD),
+            "the CLI printed the password: {text}"
+        );
+        ensure!(out.status.success(), "redisson-sync {args:?}: {text}");
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let shown: Value = serde_json::from_str(run(&["inspect", &name, "--json"])?.trim())
+        .map_err(|e| e.to_string())?;
+    ensure_eq!(shown["name"], json!(key), "inspected name");
+    let (client, thread) = split_field(&field).ok_or("unparsable Java field")?;
+    ensure_eq!(
+        shown["holders"],
+        json!([{"client_id": client, "owner": thread, "count": 1}]),
+        "holders of {key}"
+    );
+    ensure_eq!(client, java.client_id.as_str(), "Java client id");
+    let listed = run(&["list", &format!("{name}*")])?;
+    ensure!(
+        listed.lines().count() == 1 && listed.contains(&key),
+        "list: {listed}"
+    );
+    let (watch, _) = JsonWatch::start(ctx, &before, &name, 1.5, &[], &env)?;
+    unlock(&java, "lock", &name, o)?;
+    let events = watch.finish()?;
+    ensure_eq!(
+        told(&events),
+        vec![("released".to_owned(), "message".to_owned(), field.clone())],
+        "events of {key}"
+    );
+    drop(java);
+    Ok(format!(
+        "rediss:// + CA, ACL user, password from the environment (never printed), prefix app:: Java holder {field} shown under {key}, its unlock told by message"
+    ))
 }

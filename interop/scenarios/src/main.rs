@@ -9,7 +9,11 @@
 //! interop/run [--redisson VERSION] [--smoke] [--only SUBSTRING] [--handoffs N] [--iterations N]
 //! interop/run --mode cluster [--pubsub auto|classic|sharded] [--rust-pubsub both] [--smoke]
 //! interop/run --mode sentinel [--smoke]
+//! interop/run --server valkey-9.1|redis-6.2|redis-7.0 [any of the above]
 //! ```
+//!
+//! `--server` runs everything on another server build (docs/servers.md); scenarios that need
+//! a server feature the build lacks (TLS, probed) are reported as `SKIP`.
 //!
 //! With `--mode cluster` the scenarios that look at Redis only through keys run on a Redis
 //! Cluster of their own (3 masters, 3 replicas), both agents in cluster mode with `--pubsub`
@@ -36,7 +40,7 @@ fn main() -> ExitCode {
             eprintln!("interop-scenarios: {message}");
             eprintln!(
                 "usage: interop-scenarios [--root DIR] [--redisson VERSION] [--mode single|cluster|sentinel] \
-                 [--pubsub MODE] [--rust-pubsub MODE] [--smoke] \
+                 [--pubsub MODE] [--rust-pubsub MODE] [--smoke] [--server BUILD] \
                  [--only SUBSTRING] [--handoffs N] [--iterations N]"
             );
             return ExitCode::from(2);
@@ -64,16 +68,28 @@ fn main() -> ExitCode {
     } else {
         ctx.server.url()
     };
+    let build = testkit::ServerBuild::current();
     println!(
-        "redis {} | rust agent {} | java agent: Redisson {} | logs in {}",
+        "server {} ({}) | redis {} | rust agent {} | java agent: Redisson {} | logs in {}",
+        build.name(),
+        build.version_line().unwrap_or_default(),
         topology,
         ctx.rust.version,
         ctx.java.version,
         relative(&ctx.root, &ctx.logs).display()
     );
 
-    let (mut passed, mut failed) = (0, 0);
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for run in scenarios::plan(&ctx.options) {
+        if run.scenario.name == "tls" && !build.supports_tls() {
+            skipped += 1;
+            println!(
+                "SKIP  {:<44}         server build {} has no TLS",
+                run.label(),
+                build.name()
+            );
+            continue;
+        }
         let started = Instant::now();
         let outcome = (run.scenario.run)(&ctx, run.holder, run.waiter);
         let took = started.elapsed().as_secs_f64();
@@ -88,7 +104,11 @@ fn main() -> ExitCode {
             }
         }
     }
-    println!("{passed} passed, {failed} failed");
+    if skipped > 0 {
+        println!("{passed} passed, {failed} failed, {skipped} skipped");
+    } else {
+        println!("{passed} passed, {failed} failed");
+    }
     if failed == 0 && passed > 0 {
         ExitCode::SUCCESS
     } else {

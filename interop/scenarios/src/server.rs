@@ -84,6 +84,22 @@ impl Backend {
         matches!(self, Self::Cluster(_))
     }
 
+    /// Whether the servers have sharded pub/sub (probed with `PUBSUB SHARDNUMSUB` on the first
+    /// node; Redis and Valkey 7+). Without it, `auto` is classic on both sides.
+    pub fn has_sharded_pubsub(&self) -> bool {
+        let server = match self {
+            Self::Single(server) => server,
+            Self::Cluster(cluster) => cluster.server(0),
+            Self::Sentinel(setup) => setup.master(),
+        };
+        server.try_connect().is_ok_and(|mut con| {
+            redis::cmd("PUBSUB")
+                .arg("SHARDNUMSUB")
+                .query::<Value>(&mut con)
+                .is_ok()
+        })
+    }
+
     pub fn try_connect(&self) -> Result<Connection, String> {
         match self {
             Self::Single(server) => server.try_connect().map(Connection::Single),
@@ -159,14 +175,8 @@ pub fn numsub(con: &mut Connection, channel: &str) -> Result<i64, String> {
                 .and_then(|c| c.get_connection())
                 .map_err(|e| format!("{url}: {e}"))?;
             for verb in ["NUMSUB", "SHARDNUMSUB"] {
-                let reply: Vec<Value> = redis::cmd("PUBSUB")
-                    .arg(verb)
-                    .arg(channel)
-                    .query(&mut node)
-                    .map_err(|e| format!("{url}: PUBSUB {verb}: {e}"))?;
-                if let Some(Value::Int(n)) = reply.get(1) {
-                    total += n;
-                }
+                total += node_subscribers(&mut node, verb, channel)
+                    .map_err(|e| format!("{url}: {e}"))?;
             }
         }
         return Ok(total);
@@ -176,6 +186,26 @@ pub fn numsub(con: &mut Connection, channel: &str) -> Result<i64, String> {
         Some(Value::Int(n)) => Ok(*n),
         other => Err(format!(
             "PUBSUB NUMSUB {channel}: unexpected reply {other:?}"
+        )),
+    }
+}
+
+/// `PUBSUB <verb> channel` (`NUMSUB` or `SHARDNUMSUB`) on one node: its subscribers of
+/// `channel`. A server without sharded pub/sub (before 7.0) has no sharded subscribers.
+pub fn node_subscribers(
+    node: &mut redis::Connection,
+    verb: &str,
+    channel: &str,
+) -> Result<i64, String> {
+    let reply: Vec<Value> = match redis::cmd("PUBSUB").arg(verb).arg(channel).query(node) {
+        Ok(reply) => reply,
+        Err(e) if verb == "SHARDNUMSUB" && e.kind() != redis::ErrorKind::Io => return Ok(0),
+        Err(e) => return Err(format!("PUBSUB {verb}: {e}")),
+    };
+    match reply.get(1) {
+        Some(Value::Int(n)) => Ok(*n),
+        other => Err(format!(
+            "PUBSUB {verb} {channel}: unexpected reply {other:?}"
         )),
     }
 }

@@ -243,7 +243,7 @@ fn latency_summary(latencies: &[f64]) -> String {
 }
 
 /// Whether the Java agent's Redisson is at least `major.minor`.
-fn redisson_at_least(agent: &Agent, major: u64, minor: u64) -> bool {
+pub(super) fn redisson_at_least(agent: &Agent, major: u64, minor: u64) -> bool {
     let mut parts = agent
         .version
         .split(['.', '-'])

@@ -6,11 +6,14 @@
 //!
 //! ```text
 //! scripts/faults [--seed N] [--duration SECS] [--slice SECS] [--redisson VERSION]
+//!                [--server valkey-9.1|redis-6.2|redis-7.0]   (another server build)
 //! interop-faults --recheck target/faults/seed-N   (judge a recorded run again)
 //! ```
 //!
 //! Every agent reaches Redis through its own fault proxy, so a link fault hits one process.
-//! Redis runs with `appendonly yes, appendfsync always` and `DEBUG` enabled. The kind under
+//! Redis runs with `appendonly yes, appendfsync always` and `DEBUG` enabled. The memory faults
+//! (memory full under `noeviction`, an evicting policy at the limit) record the keys the
+//! server evicted in `evictions.jsonl`, which the checker judges per key. The kind under
 //! load changes every `--slice` seconds (all eight owners then contend on one name); the
 //! nemesis picks a fault every 200–800 ms, holds it for its duration and heals it. The same
 //! `--seed` gives the same fault schedule. Output: the checker's table, and under
@@ -33,7 +36,7 @@ use std::time::{Duration, Instant};
 use interop_scenarios::agent::{Agent, Impl};
 use interop_scenarios::server::Connection;
 use serde_json::{Value, json};
-use testkit::history::{self, Access, Fault, FaultClass, Hold, Params};
+use testkit::history::{self, Access, Eviction, Fault, FaultClass, Hold, Params};
 use testkit::{FaultProxy, RedisCluster, RedisSentinel, RedisServer};
 
 use rng::Rng;
@@ -74,6 +77,9 @@ struct Options {
     duration: Duration,
     slice: Duration,
     redisson: String,
+    /// `--server BUILD`: the server build, which `REDISSON_SYNC_SERVER` must select too
+    /// (`scripts/faults --server` sets both); output under `target/faults/<build>-...`.
+    server: Option<String>,
 }
 
 impl Options {
@@ -87,6 +93,7 @@ impl Options {
             duration: Duration::from_secs(120),
             slice: Duration::from_secs(8),
             redisson: "4.7.0".into(),
+            server: None,
         };
         while let Some(arg) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -107,8 +114,19 @@ impl Options {
                 "--duration" => options.duration = Duration::from_secs(number(&arg, &value()?)?),
                 "--slice" => options.slice = Duration::from_secs(number(&arg, &value()?)?),
                 "--redisson" => options.redisson = value()?,
+                "--server" => options.server = Some(value()?),
                 _ => return Err(format!("unknown argument {arg:?}")),
             }
+        }
+        let selected = testkit::ServerBuild::current().name().to_string();
+        if let Some(build) = &options.server
+            && *build != selected
+            && !(build == "redis-7.0" && selected == "path")
+        {
+            return Err(format!(
+                "--server {build}, but {} selects {selected:?}: run scripts/faults --server {build}, which sets both",
+                testkit::SERVER_ENV
+            ));
         }
         if options.duration.is_zero() || options.slice.is_zero() {
             return Err("--duration and --slice must be at least 1".into());
@@ -174,8 +192,129 @@ struct WorkerLog {
     requests: u64,
     errors: u64,
     samples: Vec<String>,
+    /// The requests that counted errors, for `errors.jsonl` and the report's breakdown.
+    errored: Vec<Errored>,
     /// A request that failed outright or never answered.
     failures: Vec<String>,
+}
+
+/// One `stress` request that counted errors (each retried within it, `keep_going`).
+struct Errored {
+    agent: String,
+    kind: String,
+    /// When the driver sent it and had its reply (CLOCK_MONOTONIC).
+    start_ns: u64,
+    end_ns: u64,
+    errors: u64,
+    /// Up to five distinct messages.
+    samples: Vec<String>,
+}
+
+impl Errored {
+    fn json(&self) -> Value {
+        json!({
+            "agent": self.agent,
+            "kind": self.kind,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "errors": self.errors,
+            "samples": self.samples,
+        })
+    }
+
+    /// The classes of the faults that overlapped the request, `+`-joined in the order of
+    /// [`FaultClass::ALL`] (`none` if no fault did).
+    fn cause(&self, faults: &[Fault]) -> String {
+        let classes: Vec<&str> = FaultClass::ALL
+            .iter()
+            .filter(|class| {
+                faults.iter().any(|f| {
+                    f.class == **class && f.start_ns <= self.end_ns && self.start_ns <= f.end_ns
+                })
+            })
+            .map(|class| class.name())
+            .collect();
+        if classes.is_empty() {
+            "none".into()
+        } else {
+            classes.join("+")
+        }
+    }
+}
+
+/// A message with its client UUIDs replaced by `<uuid>` and its other numbers (ports, ids,
+/// durations) by `N`, so that messages of one cause count together.
+fn message_shape(message: &str) -> String {
+    let mut shape = String::new();
+    let mut rest = message;
+    while let Some(c) = rest.chars().next() {
+        let token_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .unwrap_or(rest.len());
+        if token_len == 0 {
+            shape.push(c);
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        let token = &rest[..token_len];
+        if is_uuid(token) {
+            shape.push_str("<uuid>");
+        } else {
+            let mut in_number = false;
+            for c in token.chars() {
+                if c.is_ascii_digit() {
+                    if !in_number {
+                        shape.push('N');
+                    }
+                } else {
+                    shape.push(c);
+                }
+                in_number = c.is_ascii_digit();
+            }
+        }
+        rest = &rest[token_len..];
+    }
+    shape
+}
+
+/// `8-4-4-4-12` hex digits.
+fn is_uuid(token: &str) -> bool {
+    let groups: Vec<&str> = token.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The report's breakdown of one agent's retried errors: by the faults their requests
+/// overlapped, by kind, and by the shape of their messages (a request's errors count under
+/// each distinct message it quoted, so the shapes may add up to more).
+fn error_breakdown(errored: &[&Errored], faults: &[Fault]) -> String {
+    let mut by_cause: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut by_kind: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut by_shape: BTreeMap<String, u64> = BTreeMap::new();
+    for e in errored {
+        let cause = by_cause.entry(e.cause(faults)).or_default();
+        cause.0 += e.errors;
+        cause.1 += 1;
+        *by_kind.entry(&e.kind).or_default() += e.errors;
+        for sample in &e.samples {
+            *by_shape.entry(message_shape(sample)).or_default() += e.errors;
+        }
+    }
+    let mut text = String::new();
+    let causes: Vec<String> = by_cause
+        .iter()
+        .map(|(cause, (errors, requests))| format!("{cause} {errors} ({requests} requests)"))
+        .collect();
+    let kinds: Vec<String> = by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    let _ = writeln!(text, "    during: {}", causes.join(", "));
+    let _ = writeln!(text, "    by kind: {}", kinds.join(", "));
+    for (shape, n) in &by_shape {
+        let _ = writeln!(text, "    {n:>5}  {shape}");
+    }
+    text
 }
 
 /// The checker's parameters for the agents' settings.
@@ -189,7 +328,8 @@ fn params() -> Params {
     }
 }
 
-/// Judges a recorded run again (`holds.jsonl` and `faults.jsonl` of its directory).
+/// Judges a recorded run again (`holds.jsonl`, `faults.jsonl` and, if there is one,
+/// `evictions.jsonl` of its directory).
 fn recheck(dir: &Path) -> Result<bool, String> {
     let read = |name: &str| -> Result<Vec<Value>, String> {
         let path = dir.join(name);
@@ -233,7 +373,18 @@ fn recheck(dir: &Path) -> Result<bool, String> {
             })
         })
         .collect::<Result<_, String>>()?;
-    let report = history::check(&holds, &faults, &params());
+    let evictions: Vec<Eviction> = if dir.join("evictions.jsonl").exists() {
+        read("evictions.jsonl")?
+            .iter()
+            .map(|e| Eviction {
+                key: e["key"].as_str().unwrap_or_default().to_owned(),
+                at_ns: e["at_ns"].as_u64().unwrap_or(0),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let report = history::check_with_evictions(&holds, &faults, &evictions, &params());
     println!(
         "{}: {} holds, {} faults, judged again",
         dir.display(),
@@ -254,7 +405,12 @@ fn access(kind: &str) -> Access {
 
 fn run(options: &Options) -> Result<bool, String> {
     let out = options.root.join("target/faults").join(format!(
-        "{}seed-{}",
+        "{}{}seed-{}",
+        options
+            .server
+            .as_ref()
+            .map(|b| format!("{b}-"))
+            .unwrap_or_default(),
         if options.cluster {
             "cluster-"
         } else if options.sentinel {
@@ -378,11 +534,22 @@ fn run(options: &Options) -> Result<bool, String> {
     let stop = AtomicBool::new(false);
     let fault_log =
         Mutex::new(std::fs::File::create(out.join("faults.jsonl")).map_err(|e| e.to_string())?);
-    let switch_url = sentinel
+    let eviction_log =
+        Mutex::new(std::fs::File::create(out.join("evictions.jsonl")).map_err(|e| e.to_string())?);
+    // The families under load, by the workers' schedule (`work`), give or take a batch.
+    let counting_semaphore_due = |at: Instant, within: Duration| {
+        let margin = Duration::from_secs(5);
+        let from = at.saturating_duration_since(started).saturating_sub(margin);
+        let to = at.saturating_duration_since(started) + within + margin;
+        let slice = options.slice.as_millis().max(1);
+        (from.as_millis() / slice..=to.as_millis() / slice)
+            .any(|slot| KINDS[slot as usize % KINDS.len()] == "semaphore")
+    };
+    let sentinel_url = sentinel
         .as_ref()
         .map(|setup| setup.lock().unwrap().sentinel_urls()[0].clone());
-    let (faults, logs, switches) = thread::scope(|scope| {
-        let switches = switch_url.as_deref().map(|url| {
+    let (faults, evictions, logs, sentinel_events) = thread::scope(|scope| {
+        let sentinel_events = sentinel_url.as_deref().map(|url| {
             let stop = &stop;
             scope.spawn(move || nemesis::watch_sentinel(url, stop))
         });
@@ -400,11 +567,23 @@ fn run(options: &Options) -> Result<bool, String> {
                 topology,
                 agents: &agents,
                 semaphores: &semaphores,
+                lease: Duration::from_millis(WATCHDOG_MS),
+                counting_semaphore_due: &counting_semaphore_due,
             };
-            nemesis::run(&targets, options.seed, deadline, &stop, &mut |fault| {
-                let line = fault_json(fault);
-                let _ = writeln!(fault_log.lock().unwrap(), "{line}");
-            })
+            nemesis::run(
+                &targets,
+                options.seed,
+                deadline,
+                &stop,
+                &mut |fault, evicted| {
+                    let line = fault_json(fault);
+                    let _ = writeln!(fault_log.lock().unwrap(), "{line}");
+                    let mut log = eviction_log.lock().unwrap();
+                    for e in evicted {
+                        let _ = writeln!(log, "{}", json!({"key": e.key, "at_ns": e.at_ns}));
+                    }
+                },
+            )
         });
         let workers: Vec<_> = (0..agents.len())
             .flat_map(|a| (1..=OWNERS).map(move |owner| (a, owner)))
@@ -421,21 +600,26 @@ fn run(options: &Options) -> Result<bool, String> {
                 scope.spawn(move || work(agent, owner, plan, name_of))
             })
             .collect();
-        let faults = nemesis.join().expect("nemesis panicked");
+        let (faults, evictions) = nemesis.join().expect("nemesis panicked");
         stop.store(true, Ordering::Relaxed);
         let logs: Vec<WorkerLog> = workers
             .into_iter()
             .map(|w| w.join().expect("worker panicked"))
             .collect();
-        let switches = switches.map(|w| w.join().expect("switch watcher panicked"));
-        (faults, logs, switches)
+        let sentinel_events =
+            sentinel_events.map(|w| w.join().expect("Sentinel event watcher panicked"));
+        (faults, evictions, logs, sentinel_events)
     });
     let ran = started.elapsed();
 
     let holds: Vec<Hold> = logs.iter().flat_map(|l| l.holds.iter().cloned()).collect();
     write_holds(&out.join("holds.jsonl"), &holds)?;
-    let report = history::check(&holds, &faults, &params());
-    let wiped = faults.iter().any(|f| f.class.may_lose_data());
+    let report = history::check_with_evictions(&holds, &faults, &evictions, &params());
+    // A semaphore wiped or evicted was set again: its permits cannot be judged.
+    let wiped = faults.iter().any(|f| f.class.may_lose_data())
+        || evictions
+            .iter()
+            .any(|e| semaphores.iter().any(|(_, name, _)| e.hits(name)));
     let con = match (server.map(|s| s.into_inner().unwrap()), &cluster) {
         (Some(server), _) => {
             let con = server.try_connect()?;
@@ -471,6 +655,7 @@ fn run(options: &Options) -> Result<bool, String> {
         faults.len()
     );
     text.push_str(&report.table());
+    let mut errored_lines = String::new();
     for (a, agent) in agents.iter().enumerate() {
         let mine = &logs[a * OWNERS as usize..(a + 1) * OWNERS as usize];
         let requests: u64 = mine.iter().map(|l| l.requests).sum();
@@ -488,12 +673,20 @@ fn run(options: &Options) -> Result<bool, String> {
                 format!(", e.g. {samples:?}")
             }
         );
+        let errored: Vec<&Errored> = mine.iter().flat_map(|l| &l.errored).collect();
+        if !errored.is_empty() {
+            text.push_str(&error_breakdown(&errored, &faults));
+        }
+        for e in errored {
+            let _ = writeln!(errored_lines, "{}", e.json());
+        }
     }
+    std::fs::write(out.join("errors.jsonl"), errored_lines).map_err(|e| e.to_string())?;
     let mut failures: Vec<String> = logs.iter().flat_map(|l| l.failures.clone()).collect();
     for f in &failures {
         let _ = writeln!(text, "FAILED REQUEST {f}");
     }
-    if let Some(events) = switches {
+    if let Some(events) = sentinel_events {
         if let Ok(events) = &events {
             let mut lines = format!(
                 "# seconds after the start (CLOCK_MONOTONIC {started_ns} ns), channel, message\n"
@@ -639,9 +832,11 @@ fn work(agent: &Agent, owner: u64, plan: Plan, name_of: &dyn Fn(&str) -> String)
             "keep_going": true,
         });
         log.requests += 1;
+        let start_ns = now_ns();
         let reply = agent
             .send(request)
             .and_then(|id| agent.wait(id, STRESS_TIMEOUT));
+        let end_ns = now_ns();
         let reply = match reply {
             Ok(reply) if reply["ok"] == true => reply,
             Ok(reply) => {
@@ -654,12 +849,28 @@ fn work(agent: &Agent, owner: u64, plan: Plan, name_of: &dyn Fn(&str) -> String)
                 break;
             }
         };
-        log.errors += reply["errors"].as_u64().unwrap_or(0);
-        for sample in reply["error_samples"].as_array().into_iter().flatten() {
+        let errors = reply["errors"].as_u64().unwrap_or(0);
+        log.errors += errors;
+        let samples: Vec<String> = reply["error_samples"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| s.as_str().unwrap_or_default().to_owned())
+            .collect();
+        for sample in &samples {
             if log.samples.len() < 3 {
-                log.samples
-                    .push(sample.as_str().unwrap_or_default().to_owned());
+                log.samples.push(sample.clone());
             }
+        }
+        if errors > 0 {
+            log.errored.push(Errored {
+                agent: agent.label.clone(),
+                kind: kind.to_owned(),
+                start_ns,
+                end_ns,
+                errors,
+                samples,
+            });
         }
         for record in reply["records"].as_array().into_iter().flatten() {
             let field = |f: &str| record[f].as_u64().unwrap_or(0);
@@ -760,4 +971,58 @@ fn final_state(
         }
     }
     Ok(leftovers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Errored, message_shape};
+    use testkit::history::{Fault, FaultClass};
+
+    #[test]
+    fn messages_of_one_cause_share_a_shape() {
+        assert_eq!(
+            message_shape("connection to 127.0.0.1:41235 lost after 1500 ms: broken pipe"),
+            "connection to N.N.N.N:N lost after N ms: broken pipe"
+        );
+        assert_eq!(message_shape("no digits"), "no digits");
+        assert_eq!(
+            message_shape(
+                "4d5ce4c5-0ec7-49c1-b93c-f9a362c8425d:1 already holds \"faults:4:nonreentrant\""
+            ),
+            "<uuid>:N already holds \"faults:N:nonreentrant\""
+        );
+        assert_eq!(message_shape("é 12-ab x7y"), "é N-ab xNy");
+    }
+
+    #[test]
+    fn a_request_is_put_down_to_the_faults_it_overlapped() {
+        let fault = |class, start_ns, end_ns| Fault {
+            class,
+            target: None,
+            start_ns,
+            end_ns,
+        };
+        let faults = [
+            fault(FaultClass::SentinelFailover, 100, 200),
+            fault(FaultClass::KillPubsub, 150, 150),
+            fault(FaultClass::ClientPauseWrite, 300, 400),
+        ];
+        let request = |start_ns, end_ns| Errored {
+            agent: "rust#1".into(),
+            kind: "lock".into(),
+            start_ns,
+            end_ns,
+            errors: 1,
+            samples: Vec::new(),
+        };
+        assert_eq!(
+            request(120, 160).cause(&faults),
+            "kill-pubsub+sentinel-failover"
+        );
+        assert_eq!(
+            request(200, 300).cause(&faults),
+            "client-pause-write+sentinel-failover"
+        );
+        assert_eq!(request(201, 299).cause(&faults), "none");
+    }
 }

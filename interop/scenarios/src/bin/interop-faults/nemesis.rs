@@ -9,22 +9,29 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use interop_scenarios::agent::Agent;
-use testkit::history::{Fault, FaultClass};
+use testkit::history::{Eviction, Fault, FaultClass};
+use testkit::memory::{Evictions, Fill, Policy};
 use testkit::{FaultProxy, Mode, RedisCluster, RedisSentinel, RedisServer};
 
 use crate::rng::Rng;
 use crate::{now_ns, reseed};
 
 /// Relative weights of the fault classes, in [`FaultClass::ALL`] order, on one server (every
-/// agent behind a proxy of its own)...
-const WEIGHTS: [u64; 14] = [3, 2, 2, 1, 2, 2, 2, 3, 1, 1, 0, 0, 0, 0];
+/// agent behind a proxy of its own; memory full under `noeviction`, and an evicting policy at
+/// the memory limit)...
+const WEIGHTS: [u64; 16] = [3, 2, 2, 1, 2, 2, 2, 3, 1, 1, 0, 0, 0, 0, 1, 1];
 /// ...on a cluster (the agents reach the nodes directly: no link faults; no restarts, but
 /// failovers, manual and by a killed master)...
-const CLUSTER_WEIGHTS: [u64; 14] = [3, 0, 0, 0, 0, 2, 0, 3, 0, 0, 2, 1, 0, 0];
+const CLUSTER_WEIGHTS: [u64; 16] = [3, 0, 0, 0, 0, 2, 0, 3, 0, 0, 2, 1, 0, 0, 0, 0];
 /// ...and behind Sentinel (the agents reach the master directly: faults on the master, and
 /// `SENTINEL FAILOVER`). A failover the Sentinels start on their own is never picked: the
 /// nemesis records one when a stall of the master leads to it.
-const SENTINEL_WEIGHTS: [u64; 14] = [3, 0, 0, 0, 0, 2, 1, 3, 0, 0, 0, 0, 2, 0];
+const SENTINEL_WEIGHTS: [u64; 16] = [3, 0, 0, 0, 0, 2, 1, 3, 0, 0, 0, 0, 2, 0, 0, 0];
+
+/// The filler of the memory faults: keys `faults:filler:*`, without TTL.
+const FILLER: &str = "faults:filler";
+/// The longest a memory fault holds the server full.
+const MEMORY_HOLD_MAX_MS: u64 = 3000;
 
 /// What the nemesis can hit besides the agents.
 pub enum Topology<'a> {
@@ -45,18 +52,28 @@ pub struct Targets<'a> {
     /// The `*_try_set` op, name and permits of each semaphore, to set again after a wipe
     /// (as an application would).
     pub semaphores: &'a [(&'static str, String, u32)],
+    /// The agents' watchdog lease: a lock whose release Redis refused for memory is held
+    /// until it runs out.
+    pub lease: Duration,
+    /// Whether the counting semaphore is under load at any time within `[at, at + within]`
+    /// (give or take a batch): a release Redis refuses for memory loses its permit for good
+    /// (the semaphore has no lease), and the kind would starve, so the nemesis does not fill
+    /// memory under `noeviction` then.
+    pub counting_semaphore_due: &'a (dyn Fn(Instant, Duration) -> bool + Sync),
 }
 
-/// Runs until `stop` is set (or `deadline`), returns the faults it injected, each healed.
+/// Runs until `stop` is set (or `deadline`), returns the faults it injected, each healed, and
+/// the keys the server evicted meanwhile; `log` gets each fault with its evictions.
 pub fn run(
     targets: &Targets<'_>,
     seed: u64,
     deadline: Instant,
     stop: &AtomicBool,
-    log: &mut dyn FnMut(&Fault),
-) -> Vec<Fault> {
+    log: &mut dyn FnMut(&Fault, &[Eviction]),
+) -> (Vec<Fault>, Vec<Eviction>) {
     let mut rng = Rng::new(seed ^ 0x006e_656d_6573_6973);
     let mut faults = Vec::new();
+    let mut evictions = Vec::new();
     // At most one fault every 200 ms: the loop is bounded by the run's length.
     let bound = 1 + deadline
         .saturating_duration_since(Instant::now())
@@ -73,13 +90,27 @@ pub fn run(
             Topology::Sentinel(_) => &SENTINEL_WEIGHTS,
         };
         let class = FaultClass::ALL[rng.weighted(weights)];
+        // Behind Sentinel, the master before a stall that may make the Sentinels fail over.
         let master_before = match targets.topology {
-            Topology::Sentinel(setup) => setup.lock().unwrap().current_master_addr().ok(),
+            Topology::Sentinel(setup) if stalls_master(class) => {
+                setup.lock().unwrap().current_master_addr().ok()
+            }
             _ => None,
         };
-        match inject(targets, class, &mut rng) {
-            Ok(fault) => {
-                log(&fault);
+        let lasts = Duration::from_millis(MEMORY_HOLD_MAX_MS) + targets.lease;
+        if class == FaultClass::MemoryFull
+            && (targets.counting_semaphore_due)(Instant::now(), lasts)
+        {
+            continue;
+        }
+        let injected = match class {
+            FaultClass::MemoryFull | FaultClass::Eviction => memory_fault(targets, class, &mut rng),
+            _ => inject(targets, class, &mut rng).map(|f| (f, Vec::new())),
+        };
+        match injected {
+            Ok((fault, evicted)) => {
+                log(&fault, &evicted);
+                evictions.extend(evicted);
                 let followed = match (&targets.topology, master_before) {
                     (Topology::Sentinel(setup), Some(before)) => {
                         auto_failover(setup, before, &fault)
@@ -88,14 +119,100 @@ pub fn run(
                 };
                 faults.push(fault);
                 if let Some(auto) = followed {
-                    log(&auto);
+                    log(&auto, &[]);
                     faults.push(auto);
                 }
             }
             Err(e) => eprintln!("nemesis: {} failed: {e}", class.name()),
         }
     }
-    faults
+    (faults, evictions)
+}
+
+/// The memory faults, on one server:
+///
+/// - [`FaultClass::MemoryFull`]: `noeviction`, the server filled and held over its limit for
+///   0.5–3 s (`testkit::memory::Fill::over_limit`): Redis refuses every write that may grow
+///   memory. After healing, the fault lasts one more lease: a lock whose release was refused
+///   stays until its lease runs out.
+/// - [`FaultClass::Eviction`]: one of the seven evicting policies, the server filled with data
+///   without TTL and held at its limit (0–64 KiB of headroom) for 0.5–3 s while the nemesis
+///   writes 4 KiB more every 20 ms: each write that takes it over makes it evict what the
+///   policy may (with a `volatile-*` policy: the locks, the only keys with a TTL), or refuse
+///   writes once nothing is left. Every key evicted (but the filler) is heard from the
+///   server's keyspace notifications and returned; a semaphore evicted is set again, as after
+///   a wipe.
+///
+/// Both heal by giving the server its `maxmemory` and policy back and deleting the filler.
+fn memory_fault(
+    targets: &Targets<'_>,
+    class: FaultClass,
+    rng: &mut Rng,
+) -> Result<(Fault, Vec<Eviction>), String> {
+    let Topology::Single { server, .. } = targets.topology else {
+        return Err(format!("{} needs a single server", class.name()));
+    };
+    let hold = ms(rng, 500, MEMORY_HOLD_MAX_MS);
+    let (url, mut con) = {
+        let server = server.lock().unwrap();
+        (server.url(), server.try_connect()?)
+    };
+    if class == FaultClass::MemoryFull {
+        let start_ns = now_ns();
+        let fill = Fill::over_limit(&mut con, Policy::NoEviction, FILLER)?;
+        thread::sleep(hold);
+        fill.heal(&mut con)?;
+        thread::sleep(targets.lease);
+        return Ok((fault(class, None, start_ns), Vec::new()));
+    }
+    let policy = Policy::EVICTING[rng.below(Policy::EVICTING.len() as u64) as usize];
+    let headroom = rng.range(0, 64 * 1024);
+    let watch = Evictions::start(&url)?;
+    let start_ns = now_ns();
+    let fill = Fill::at_limit(&mut con, policy, FILLER, headroom)?;
+    // Bounded by the hold: one write every 20 ms.
+    let until = Instant::now() + hold;
+    let mut pushed = Ok(());
+    for n in 0.. {
+        if Instant::now() >= until {
+            break;
+        }
+        if let Err(e) = fill.push(&mut con, n) {
+            pushed = Err(e);
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let healed = fill.heal(&mut con);
+    let heard = watch.stop()?;
+    healed?;
+    pushed?;
+    // The listener's instants on CLOCK_MONOTONIC (std's `Instant` reads the same clock).
+    let (now, now_mono) = (Instant::now(), now_ns());
+    let evicted: Vec<Eviction> = heard
+        .into_iter()
+        .filter(|(_, key)| !key.starts_with(FILLER))
+        .map(|(at, key)| Eviction {
+            key,
+            at_ns: now_mono.saturating_sub((now - at).as_nanos() as u64),
+        })
+        .collect();
+    eprintln!(
+        "nemesis: {} with {} ({headroom} bytes of headroom, {:.1} s): {} keys evicted",
+        class.name(),
+        policy.name(),
+        hold.as_secs_f64(),
+        evicted.len()
+    );
+    let semaphore_evicted = evicted
+        .iter()
+        .any(|e| targets.semaphores.iter().any(|(_, name, _)| e.hits(name)));
+    let mut fault = fault(class, None, start_ns);
+    if semaphore_evicted {
+        reseed(&targets.agents[0], targets.semaphores)?;
+        fault.end_ns = now_ns();
+    }
+    Ok((fault, evicted))
 }
 
 fn sleep_until_stop(d: Duration, stop: &AtomicBool) {
@@ -218,30 +335,149 @@ fn wait_demoted(setup: &RedisSentinel, old: SocketAddr) -> Result<(), String> {
 /// their `PING` replies for `down-after-milliseconds` (1 s). A `CLIENT PAUSE WRITE` holds up
 /// their `PUBLISH` of hello messages, and the `PING`s queued behind it, for the whole pause.
 const STALL_WATCHED: Duration = Duration::from_millis(700);
-/// How long after such a stall a failover it caused can still begin: the Sentinels' vote and
-/// the promotion take up to about a second after their down-after has passed.
-const AUTO_FAILOVER_WINDOW: Duration = Duration::from_secs(4);
+/// The longest the nemesis watches the Sentinels after such a stall. A failover the stall
+/// set off keeps a Sentinel's flags up (`failover_in_progress` on the leader) until it ends
+/// in a switch; a failed election is retried only after twice the failover timeout (6 s), so
+/// 10 s sees one retry through.
+const WATCH_BOUND: Duration = Duration::from_secs(10);
+/// The watch ends once no Sentinel has called the master down (or been failing it over) for
+/// this long.
+const WATCH_QUIET: Duration = Duration::from_secs(2);
+/// How often the watch asks every Sentinel.
+const WATCH_POLL: Duration = Duration::from_millis(100);
 
-/// After a stall of the master (`fault`) of at least [`STALL_WATCHED`], watches (bounded)
-/// whether the Sentinels failed over on their own; if they did, waits until the old master
-/// is demoted and returns that failover as a fault from the stall's start: the old master
-/// took writes after the stall that its successor never saw.
+/// What one Sentinel says of the master (`SENTINEL MASTER`), or `None` when it did not
+/// answer (counted as not quiet).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct View {
+    /// The master's address (`ip`, `port`).
+    master: SocketAddr,
+    /// Its flags say `s_down`, `o_down` or `failover_in_progress`.
+    down: bool,
+}
+
+impl View {
+    /// From the fields of a `SENTINEL MASTER` reply.
+    fn parse(fields: &std::collections::HashMap<String, String>) -> Result<Self, String> {
+        let get = |k: &str| {
+            fields
+                .get(k)
+                .ok_or_else(|| format!("SENTINEL MASTER: no {k}"))
+        };
+        let master = format!("{}:{}", get("ip")?, get("port")?)
+            .parse()
+            .map_err(|e| format!("SENTINEL MASTER: address: {e}"))?;
+        let down = get("flags")?
+            .split(',')
+            .any(|f| matches!(f, "s_down" | "o_down" | "failover_in_progress"));
+        Ok(Self { master, down })
+    }
+}
+
+/// What the watch concludes after a look at every Sentinel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Look again in [`WATCH_POLL`].
+    Watching,
+    /// No Sentinel has called the master down for [`WATCH_QUIET`]: no failover follows.
+    Quiet,
+    /// A Sentinel names another master: the stall led to a failover.
+    Moved,
+    /// [`WATCH_BOUND`] passed with a Sentinel still calling the master down (or silent); the
+    /// run's check of the switches catches a failover that comes later.
+    Bound,
+}
+
+/// The decision of the watch after a stall of the master at `before`, one look at a time.
+struct FailoverWatch {
+    before: SocketAddr,
+    /// Since when (on the watch's clock) no Sentinel has called the master down.
+    quiet_since: Option<Duration>,
+}
+
+impl FailoverWatch {
+    fn new(before: SocketAddr) -> Self {
+        Self {
+            before,
+            quiet_since: None,
+        }
+    }
+
+    /// The verdict after the look `at` (time since the watch began) found `views`, one per
+    /// Sentinel.
+    fn look(&mut self, at: Duration, views: &[Option<View>]) -> Verdict {
+        if views.iter().flatten().any(|v| v.master != self.before) {
+            return Verdict::Moved;
+        }
+        let quiet = views.iter().all(|v| v.as_ref().is_some_and(|v| !v.down));
+        if !quiet {
+            self.quiet_since = None;
+        } else if self.quiet_since.is_none() {
+            self.quiet_since = Some(at);
+        }
+        match self.quiet_since {
+            Some(since) if at.saturating_sub(since) >= WATCH_QUIET => Verdict::Quiet,
+            _ if at >= WATCH_BOUND => Verdict::Bound,
+            _ => Verdict::Watching,
+        }
+    }
+}
+
+/// The faults that stall the master behind Sentinel: `CLIENT PAUSE WRITE`, `DEBUG SLEEP`.
+fn stalls_master(class: FaultClass) -> bool {
+    matches!(class, FaultClass::ClientPauseWrite | FaultClass::DebugSleep)
+}
+
+/// After a stall of the master (`fault`) of at least [`STALL_WATCHED`], watches the Sentinels
+/// (every one's `SENTINEL MASTER`, bounded: [`FailoverWatch`]) for a failover the stall set
+/// off; if one came, waits until the old master is demoted and returns it as a fault from the
+/// stall's start: the old master took writes after the stall that its successor never saw.
 fn auto_failover(setup: &Mutex<RedisSentinel>, before: SocketAddr, fault: &Fault) -> Option<Fault> {
-    let stalls_master = matches!(
-        fault.class,
-        FaultClass::ClientPauseWrite | FaultClass::DebugSleep
-    );
-    if !stalls_master || fault.end_ns - fault.start_ns < STALL_WATCHED.as_nanos() as u64 {
+    if !stalls_master(fault.class)
+        || fault.end_ns - fault.start_ns < STALL_WATCHED.as_nanos() as u64
+    {
         return None;
     }
     let setup = setup.lock().unwrap();
-    let mut moved = false;
-    wait_for(AUTO_FAILOVER_WINDOW, || {
-        moved = setup.current_master_addr().is_ok_and(|now| now != before);
-        moved
-    });
-    if !moved {
-        return None;
+    let mut watch = FailoverWatch::new(before);
+    let mut cons: Vec<Option<redis::Connection>> = setup.sentinels().iter().map(|_| None).collect();
+    let began = Instant::now();
+    let mut called_down = false;
+    // Bounded by WATCH_BOUND: `look` says `Bound` past it.
+    let verdict = loop {
+        let views: Vec<Option<View>> = setup
+            .sentinels()
+            .iter()
+            .zip(&mut cons)
+            .map(|(sentinel, con)| sentinel_view(sentinel, setup.master_name(), con))
+            .collect();
+        called_down |= views.iter().flatten().any(|v| v.down);
+        match watch.look(began.elapsed(), &views) {
+            Verdict::Watching => thread::sleep(WATCH_POLL),
+            verdict => break verdict,
+        }
+    };
+    eprintln!(
+        "nemesis: watched the Sentinels {:.1} s after a {:.2} s {}: {verdict:?}{}",
+        began.elapsed().as_secs_f64(),
+        (fault.end_ns - fault.start_ns) as f64 / 1e9,
+        fault.class.name(),
+        if called_down {
+            " (a Sentinel called the master down meanwhile)"
+        } else {
+            ""
+        }
+    );
+    match verdict {
+        Verdict::Moved => {}
+        Verdict::Bound => {
+            eprintln!(
+                "nemesis: a Sentinel still called the master down {} s after a stall",
+                WATCH_BOUND.as_secs()
+            );
+            return None;
+        }
+        _ => return None,
     }
     if let Err(e) = wait_demoted(&setup, before) {
         eprintln!("nemesis: after an automatic failover: {e}");
@@ -252,6 +488,34 @@ fn auto_failover(setup: &Mutex<RedisSentinel>, before: SocketAddr, fault: &Fault
         start_ns: fault.start_ns,
         end_ns: now_ns(),
     })
+}
+
+/// One Sentinel's view of the master `name`, on `con` (opened again when missing or broken).
+fn sentinel_view(
+    sentinel: &RedisServer,
+    name: &str,
+    con: &mut Option<redis::Connection>,
+) -> Option<View> {
+    if con.is_none() {
+        let fresh = sentinel.try_connect().ok()?;
+        fresh.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+        *con = Some(fresh);
+    }
+    let reply = redis::cmd("SENTINEL")
+        .arg("MASTER")
+        .arg(name)
+        .query::<std::collections::HashMap<String, String>>(con.as_mut()?);
+    match reply
+        .map_err(|e| e.to_string())
+        .and_then(|f| View::parse(&f))
+    {
+        Ok(view) => Some(view),
+        Err(e) => {
+            eprintln!("nemesis: Sentinel {}: {e}", sentinel.port());
+            *con = None;
+            None
+        }
+    }
 }
 
 /// One event a Sentinel published (`+sdown`, `+odown`, `+switch-master`, ...): when it was
@@ -397,6 +661,9 @@ fn inject_single(
         | FaultClass::SentinelFailover
         | FaultClass::AutoFailover => {
             return Err(format!("{} needs a cluster or Sentinel", class.name()));
+        }
+        FaultClass::MemoryFull | FaultClass::Eviction => {
+            return Err(format!("{} is injected by memory_fault", class.name()));
         }
     })
 }
@@ -546,7 +813,121 @@ fn send(con: &mut redis::Connection, args: &[&str]) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::clients_not_named;
+    use std::collections::HashMap;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use super::{FailoverWatch, Verdict, View, clients_not_named};
+
+    const OLD: &str = "127.0.0.1:7001";
+    const NEW: &str = "127.0.0.1:7002";
+
+    fn view(master: &str, down: bool) -> Option<View> {
+        Some(View {
+            master: master.parse().unwrap(),
+            down,
+        })
+    }
+
+    fn at(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    fn watch() -> FailoverWatch {
+        FailoverWatch::new(OLD.parse::<SocketAddr>().unwrap())
+    }
+
+    #[test]
+    fn sentinel_master_flags_say_down_or_failing_over() {
+        let fields = |flags: &str| -> HashMap<String, String> {
+            [
+                ("name", "mymaster"),
+                ("ip", "127.0.0.1"),
+                ("port", "7001"),
+                ("flags", flags),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+        };
+        for (flags, down) in [
+            ("master", false),
+            ("s_down,master", true),
+            ("s_down,o_down,master", true),
+            ("master,failover_in_progress", true),
+            ("master,disconnected", false),
+        ] {
+            assert_eq!(
+                View::parse(&fields(flags)),
+                Ok(View {
+                    master: OLD.parse().unwrap(),
+                    down
+                }),
+                "{flags}"
+            );
+        }
+        let mut no_port = fields("master");
+        no_port.remove("port");
+        assert!(View::parse(&no_port).is_err());
+    }
+
+    #[test]
+    fn quiet_sentinels_end_the_watch_after_two_seconds_of_quiet() {
+        let mut w = watch();
+        let quiet = [view(OLD, false), view(OLD, false), view(OLD, false)];
+        assert_eq!(w.look(at(0), &quiet), Verdict::Watching);
+        assert_eq!(w.look(at(1_900), &quiet), Verdict::Watching);
+        assert_eq!(w.look(at(2_000), &quiet), Verdict::Quiet);
+    }
+
+    #[test]
+    fn one_sentinel_calling_the_master_down_starts_the_quiet_over() {
+        let mut w = watch();
+        let quiet = [view(OLD, false), view(OLD, false), view(OLD, false)];
+        let one_down = [view(OLD, false), view(OLD, true), view(OLD, false)];
+        assert_eq!(w.look(at(0), &quiet), Verdict::Watching);
+        assert_eq!(w.look(at(1_500), &one_down), Verdict::Watching);
+        assert_eq!(w.look(at(1_600), &quiet), Verdict::Watching);
+        assert_eq!(w.look(at(3_500), &quiet), Verdict::Watching);
+        assert_eq!(w.look(at(3_600), &quiet), Verdict::Quiet);
+    }
+
+    #[test]
+    fn a_silent_sentinel_is_not_quiet() {
+        let mut w = watch();
+        let silent = [view(OLD, false), None, view(OLD, false)];
+        assert_eq!(w.look(at(0), &silent), Verdict::Watching);
+        assert_eq!(w.look(at(5_000), &silent), Verdict::Watching);
+        assert_eq!(w.look(at(10_000), &silent), Verdict::Bound);
+    }
+
+    #[test]
+    fn a_failover_outlasting_four_seconds_is_seen() {
+        // The leader keeps failover_in_progress through a slow election, then every Sentinel
+        // names the promoted replica: the old 4 s window had ended before.
+        let mut w = watch();
+        let electing = [view(OLD, false), view(OLD, true), view(OLD, false)];
+        for ms in (0..6_000).step_by(100) {
+            assert_eq!(w.look(at(ms), &electing), Verdict::Watching, "{ms} ms");
+        }
+        let switched = [view(OLD, false), view(NEW, false), view(OLD, false)];
+        assert_eq!(w.look(at(6_100), &switched), Verdict::Moved);
+    }
+
+    #[test]
+    fn a_switch_counts_even_when_every_sentinel_is_quiet() {
+        let mut w = watch();
+        let switched = [view(NEW, false), view(NEW, false), view(NEW, false)];
+        assert_eq!(w.look(at(0), &switched), Verdict::Moved);
+    }
+
+    #[test]
+    fn the_watch_is_bounded_while_a_sentinel_calls_the_master_down() {
+        let mut w = watch();
+        let down = [view(OLD, true), view(OLD, true), view(OLD, false)];
+        assert_eq!(w.look(at(9_900), &down), Verdict::Watching);
+        assert_eq!(w.look(at(10_000), &down), Verdict::Bound);
+    }
 
     #[test]
     fn the_sentinels_subscriptions_are_spared() {

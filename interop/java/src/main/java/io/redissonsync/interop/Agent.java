@@ -38,8 +38,10 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.redisson.Redisson;
 import org.redisson.api.RBucket;
 import org.redisson.api.RCountDownLatch;
+import org.redisson.api.RExpirable;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
+import org.redisson.api.RObject;
 import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RSemaphore;
@@ -64,7 +66,11 @@ import org.redisson.client.codec.StringCodec;
  * 3.x as well, and answer {@code unsupported} when the loaded Redisson lacks them. RSemaphore
  * (sem_try_set, sem_acquire, sem_release, sem_available), RCountDownLatch (latch_try_set,
  * latch_count_down, latch_await, latch_count) and RPermitExpirableSemaphore (psem_try_set,
- * psem_acquire, psem_release, psem_available, psem_update_lease). stress for the lock kinds plus
+ * psem_acquire, psem_release, psem_available, psem_update_lease, psem_try_release_many;
+ * psem_acquire with {@code "renew": true}, the protocol's Rust-only extension, answers
+ * {@code unsupported}). The object ops (obj_exists, obj_delete, obj_expire, obj_clear_expire,
+ * obj_ttl) call RObject / RExpirable methods on the object of their okind, a lock kind or
+ * semaphore, psem or latch; latch has exists and delete only (see objectOp). stress for the lock kinds plus
  * semaphore (RSemaphore) and psem (RPermitExpirableSemaphore), which acquire and release one
  * permit per iteration and leave the counter alone; bench for the lock kinds plus semaphore
  * (trySetPermits(1) on every key first, then acquire() + release() per pair). stress with
@@ -93,13 +99,22 @@ public final class Agent {
             "is_locked", "is_held", "hold_count", "remaining_ttl", "stress",
             "sem_try_set", "sem_acquire", "sem_release", "sem_available",
             "latch_try_set", "latch_count_down", "latch_await", "latch_count",
-            "psem_try_set", "psem_acquire", "psem_release", "psem_available", "psem_update_lease");
+            "psem_try_set", "psem_acquire", "psem_release", "psem_available", "psem_update_lease",
+            "psem_try_release_many",
+            "obj_exists", "obj_delete", "obj_expire", "obj_clear_expire", "obj_ttl");
     /** Ops that run on the queue of their owner. */
     private static final Set<String> OWNER_OPS = Set.of("lock", "try_lock", "unlock", "is_held",
             "hold_count", "stress", "sem_acquire", "latch_await", "psem_acquire");
     private static final Set<String> OWNERLESS_OPS = Set.of("force_unlock", "is_locked", "remaining_ttl",
             "bench", "sem_try_set", "sem_release", "sem_available", "latch_try_set", "latch_count_down",
-            "latch_count", "psem_try_set", "psem_release", "psem_available", "psem_update_lease");
+            "latch_count", "psem_try_set", "psem_release", "psem_available", "psem_update_lease",
+            "psem_try_release_many",
+            "obj_exists", "obj_delete", "obj_expire", "obj_clear_expire", "obj_ttl");
+    /** Object and expiry ops (RObject / RExpirable): they take an `okind` and a `name`. */
+    private static final Set<String> OBJ_OPS = Set.of("obj_exists", "obj_delete", "obj_expire",
+            "obj_clear_expire", "obj_ttl");
+    /** The object ops that need an RExpirable (RCountDownLatch is an RObject only). */
+    private static final Set<String> EXPIRY_OPS = Set.of("obj_expire", "obj_clear_expire", "obj_ttl");
     /** Ops that take a `kind`. */
     private static final Set<String> KIND_OPS = Set.of("lock", "try_lock", "unlock", "force_unlock",
             "is_locked", "is_held", "hold_count", "remaining_ttl", "stress", "bench");
@@ -118,6 +133,8 @@ public final class Agent {
     /** Semaphore kinds: RSemaphore and RPermitExpirableSemaphore; for stress (both) and bench (semaphore). */
     private static final String SEMAPHORE = "semaphore";
     private static final String PSEM = "psem";
+    /** The okind of RCountDownLatch (object ops only). */
+    private static final String LATCH = "latch";
     /** A permit id of RPermitExpirableSemaphore: 16 bytes in hex. */
     private static final Pattern PERMIT_ID = Pattern.compile("[0-9a-fA-F]{32}");
     /** stress with keep_going: how many distinct error messages a response quotes. */
@@ -437,6 +454,19 @@ public final class Agent {
                     resp.put("updated", redisson.getPermitExpirableSemaphore(r.name)
                             .updateLeaseTime(r.permitId, r.leaseMs > 0 ? r.leaseMs : -1, TimeUnit.MILLISECONDS));
                     break;
+                case "psem_try_release_many":
+                    // All or nothing (its script checks every id first): how many ids it removed
+                    // (a repeated id counts once), or 0 without releasing any when one of them is
+                    // unknown, released or expired.
+                    resp.put("released", redisson.getPermitExpirableSemaphore(r.name).tryRelease(r.permitIds));
+                    break;
+                case "obj_exists":
+                case "obj_delete":
+                case "obj_expire":
+                case "obj_clear_expire":
+                case "obj_ttl":
+                    objectOp(r, resp);
+                    break;
                 default:
                     throw new OpError("unsupported", "unknown op " + r.op);
             }
@@ -451,6 +481,104 @@ public final class Agent {
         resp.put("start_ns", start);
         resp.put("end_ns", end);
         return resp;
+    }
+
+    /**
+     * The object ops: Redisson's own RObject / RExpirable methods on the object of okind, so the
+     * keys each touches are the ones Redisson chose. What they do (Redisson's source, the same in
+     * 3.52.0 and 4.7.0, and observed against a live server with both), worth knowing because it
+     * is not always what the names suggest:
+     * <ul>
+     * <li>isExists() is EXISTS of the object's main key only, and remainTimeToLive() PTTL of it
+     * only, for every okind: psem's {name}:timeout sorted set, fair's queue and timeout keys and
+     * fenced's token counter are not looked at (psem with only {name}:timeout left: exists
+     * false, ttl -2, yet expire answers true, having set that key's TTL).</li>
+     * <li>delete() on a lock is not always a DEL. lock, spin, nonreentrant, read and write: it is
+     * forceUnlock() (RedissonBaseLock.deleteAsync), which also cancels this client's watchdog
+     * renewal of the name. lock and nonreentrant DEL the hash and publish an unlock message (a
+     * waiter takes the lock at once); spin only DELs (its waiters poll). read and write DEL the
+     * hash only when its mode is their own (read on a write-held rwlock answers false and
+     * deletes nothing, and the other way round), publish, and leave the read holders'
+     * {name}:UUID:thread:rwlock_timeout:N keys to their own TTL. fair and nonreentrant_fair: a
+     * plain DEL of the hash, redisson_lock_queue:{name} and redisson_lock_timeout:{name}, with
+     * no message and no watchdog cancel: a queued waiter is not woken and takes the lock only
+     * when its own wait (the holder's remaining lease) runs out. fenced: a plain DEL of the hash
+     * and of the token counter redisson_lock_token:{name}, no message, no watchdog cancel: a
+     * waiter also waits out the old lease, and the next fencing token is 1 again. The renewal
+     * of a deleted lock stops by itself (it finds the holder's field gone); nothing comes back.</li>
+     * <li>expire() and clearExpire() act on the hash only for lock, spin, nonreentrant, read and
+     * write (not on the rwlock_timeout keys); on the hash, queue and timeout keys for fair and
+     * nonreentrant_fair; on the hash and the token counter for fenced; on name and
+     * {name}:timeout for psem. Over several keys the answer is true when any one key's TTL was
+     * set or removed. On a lock held under the watchdog both are undone on the hash by the next
+     * renewal (within a third of the watchdog timeout), which PEXPIREs it to the watchdog
+     * timeout again; the other keys keep what was set (a fenced lock's token counter then
+     * expires and its tokens restart from 1 although the lock was held all along).</li>
+     * <li>latch: RCountDownLatch is an RObject, not an RExpirable, so it has no expire,
+     * clearExpire or remainTimeToLive: those answer unsupported. Its delete() DELs the key and
+     * publishes a new-count message, which wakes nobody: an await with a timeout answers true
+     * when it times out, one without waits on (until a later latch on the name opens).</li>
+     * <li>semaphore: one plain key; every op acts on it alone.</li>
+     * </ul>
+     */
+    private void objectOp(Request r, ObjectNode resp) throws OpError {
+        RObject obj = object(r.okind, r.name);
+        if (r.op.equals("obj_exists")) {
+            resp.put("exists", obj.isExists());
+            return;
+        }
+        if (r.op.equals("obj_delete")) {
+            resp.put("deleted", obj.delete());
+            return;
+        }
+        if (!(obj instanceof RExpirable)) {
+            // Request.parse already refuses latch; this guards a Redisson that changes a class.
+            throw new OpError("unsupported", "okind " + r.okind + " (" + obj.getClass().getSimpleName()
+                    + ") is not an RExpirable in this Redisson: no " + r.op);
+        }
+        RExpirable expirable = (RExpirable) obj;
+        switch (r.op) {
+            case "obj_expire":
+                resp.put("set", expirable.expire(Duration.ofMillis(r.ttlMs)));
+                break;
+            case "obj_clear_expire":
+                resp.put("cleared", expirable.clearExpire());
+                break;
+            case "obj_ttl":
+                resp.put("ttl_ms", expirable.remainTimeToLive());
+                break;
+            default:
+                throw new OpError("unsupported", "unknown op " + r.op);
+        }
+    }
+
+    /**
+     * The Redisson object of an okind: for a lock kind the lock object the agent keeps (the one
+     * lock ops use; read and write are the halves of the cached RReadWriteLock), else a fresh
+     * RSemaphore, RPermitExpirableSemaphore or RCountDownLatch. RLock is not declared an RObject,
+     * but every Redisson lock class is one (RedissonBaseLock extends RedissonExpirable).
+     */
+    private RObject object(String okind, String name) throws OpError {
+        Object obj;
+        switch (okind) {
+            case SEMAPHORE:
+                obj = redisson.getSemaphore(name);
+                break;
+            case PSEM:
+                obj = redisson.getPermitExpirableSemaphore(name);
+                break;
+            case LATCH:
+                obj = redisson.getCountDownLatch(name);
+                break;
+            default:
+                obj = locks.computeIfAbsent(new LockKey(okind, name), this::cachedLock);
+                break;
+        }
+        if (!(obj instanceof RObject)) {
+            throw new OpError("unsupported", "okind " + okind + " (" + obj.getClass().getSimpleName()
+                    + ") is not an RObject in this Redisson");
+        }
+        return (RObject) obj;
     }
 
     /** The lock object of (kind, name) the agent keeps; read and write share one RReadWriteLock. */
@@ -1098,6 +1226,10 @@ public final class Agent {
         long count;
         String permitId;
         List<String> permitIds;
+        /** Object ops: a lock kind, semaphore, psem or latch. */
+        String okind;
+        /** obj_expire: the time to live to set, >= 1 ms. */
+        long ttlMs;
 
         private Request(long id, String op) {
             this.id = id;
@@ -1124,6 +1256,9 @@ public final class Agent {
                             + (k.equals(SEMAPHORE) || k.equals(PSEM) ? " for op " + op : ""));
                 }
                 r.kind = k;
+            }
+            if (OBJ_OPS.contains(op)) {
+                r.okind = okind(op, req);
             }
             r.name = string(req, "name");
             if (OWNER_OPS.contains(op)) {
@@ -1198,10 +1333,17 @@ public final class Agent {
                     }
                     r.waitMs = waitMs(r, req);
                     r.leaseMs = integer(req, "lease_ms", 0L);
+                    if (bool(req, "renew", false)) {
+                        // The protocol's Rust-only extension: Redisson has no permit renewal.
+                        throw new OpError("unsupported", "psem_acquire with \"renew\": true is a Rust-only"
+                                + " extension; Redisson's RPermitExpirableSemaphore has no lease renewal");
+                    }
                     break;
-                case "psem_release": {
+                case "psem_release":
+                case "psem_try_release_many": {
                     JsonNode ids = req.get("ids");
                     if (ids == null || !ids.isArray() || ids.isEmpty()) {
+                        // Redisson's tryRelease(List) refuses an empty list too.
                         throw new OpError("bad_request", "\"ids\" must be a non-empty list of permit ids");
                     }
                     r.permitIds = new ArrayList<>(ids.size());
@@ -1210,6 +1352,13 @@ public final class Agent {
                     }
                     break;
                 }
+                case "obj_expire":
+                    r.ttlMs = integer(req, "ttl_ms", null);
+                    if (r.ttlMs < 1) {
+                        // PEXPIRE with 0 or less would delete the keys: not an expiry.
+                        throw new OpError("bad_request", "\"ttl_ms\" must be >= 1, got " + r.ttlMs);
+                    }
+                    break;
                 case "psem_update_lease":
                     // The protocol's table calls this field `id`, which every request already uses
                     // for its integer request id; the permit id travels as `permit_id`.
@@ -1220,6 +1369,34 @@ public final class Agent {
                     break;
             }
             return r;
+        }
+
+        /**
+         * The okind of an object op: a lock kind of the loaded Redisson, semaphore, psem or
+         * latch (exists and delete only: RCountDownLatch is no RExpirable). Missing or not a
+         * string: bad_request; anything else unknown: unsupported.
+         */
+        private static String okind(String op, JsonNode req) throws OpError {
+            JsonNode n = req.get("okind");
+            if (n == null || !n.isTextual()) {
+                throw new OpError("bad_request", op + " needs a string \"okind\"");
+            }
+            String k = n.asText();
+            if (KINDS.contains(k) || k.equals(SEMAPHORE) || k.equals(PSEM)) {
+                return k;
+            }
+            if (k.equals(LATCH)) {
+                if (EXPIRY_OPS.contains(op)) {
+                    throw new OpError("unsupported", "okind latch has no " + op + ": Redisson's RCountDownLatch"
+                            + " is an RObject, not an RExpirable (no expire, clearExpire or remainTimeToLive)");
+                }
+                return k;
+            }
+            if (k.equals(NON_REENTRANT) || k.equals(NON_REENTRANT_FAIR)) {
+                throw new OpError("unsupported", "okind " + k + " needs Redisson 4.4.0 or newer; this java agent runs "
+                        + redissonVersion());
+            }
+            throw new OpError("unsupported", "okind " + k + " is not supported by the java agent");
         }
 
         /** Optional wait_ms: absent or null means wait forever (hasWait false); negative is 0. */
