@@ -1,6 +1,9 @@
 //! S10: the primitives without a Redisson counterpart in the agents (the token lock, a
 //! multi-lock of three locks), measured in this process against the plain `Lock` in the same
-//! run: uncontended acquire+release pairs per second, each task on keys of its own.
+//! run: uncontended acquire+release pairs per second, each task on keys of its own. And the
+//! token lock beside its peer outside Redisson, rslock 0.10 (the same `SET NX PX` lock with a
+//! compare-and-delete release, on one redis-rs multiplexed connection) at 1, 8, 64 and 512
+//! tasks, alternating within each repetition (issue 28's goal: the token lock at least as fast).
 
 use std::time::Instant;
 
@@ -51,6 +54,95 @@ pub fn s10(env: &Env, report: &mut Report) -> Result<()> {
     })?;
     for kind in KINDS {
         report.row("S10", &metric(kind, tasks), "pairs/s", Better::Higher);
+    }
+    peer(env, report, &runtime)
+}
+
+/// The peer's label in the report.
+const RSLOCK: &str = "rslock 0.10 (SET NX PX, compare-and-delete)";
+
+fn peer_metric(who: &str, tasks: u64) -> String {
+    let plural = if tasks == 1 { "task" } else { "tasks" };
+    format!("{who} pairs/s, {tasks} {plural} on distinct keys, in process")
+}
+
+/// `TokenLock` (watchdog lease) and rslock (a 30 s TTL, Redisson's watchdog lease) at 1, 8, 64
+/// and 512 tasks on keys of their own, alternating in every repetition; the token lock's row
+/// carries the target "≥ rslock".
+fn peer(env: &Env, report: &mut Report, runtime: &tokio::runtime::Runtime) -> Result<()> {
+    let sizes: Vec<(u64, u64)> = std::iter::once((1, env.sizes.s1_pairs))
+        .chain(env.sizes.s2.iter().copied())
+        .collect();
+    let url = env.server.url();
+    runtime.block_on(async {
+        let client = Client::open(&url).map_err(|e| format!("client: {e}"))?;
+        let manager = std::sync::Arc::new(rslock::LockManager::new(vec![url.clone()]));
+        for rep in 0..env.options.reps {
+            for &(tasks, iterations) in &sizes {
+                for who in ["TokenLock", RSLOCK] {
+                    let prefix = env.name("s10peer");
+                    let started = Instant::now();
+                    let mut loops = Vec::new();
+                    for task in 0..tasks {
+                        let (client, manager) = (client.clone(), manager.clone());
+                        let name = format!("{prefix}:{task}");
+                        loops.push(tokio::spawn(async move {
+                            if who == RSLOCK {
+                                rslock_pairs(&manager, &name, iterations).await
+                            } else {
+                                pairs(&client, "TokenLock", &name, task, iterations).await
+                            }
+                        }));
+                    }
+                    for l in loops {
+                        l.await.map_err(|e| format!("task: {e}"))??;
+                    }
+                    let rate = (tasks * iterations) as f64 / started.elapsed().as_secs_f64();
+                    report.sample("S10", &peer_metric(who, tasks), "rust", rep, rate);
+                }
+            }
+        }
+        client.shutdown().await;
+        Ok::<_, crate::drive::Error>(())
+    })?;
+    for &(tasks, _) in &sizes {
+        let peer_rate = report
+            .row(
+                "S10",
+                &peer_metric(RSLOCK, tasks),
+                "pairs/s",
+                Better::Higher,
+            )
+            .rust;
+        let row = report.row(
+            "S10",
+            &peer_metric("TokenLock", tasks),
+            "pairs/s",
+            Better::Higher,
+        );
+        if let (Some(ours), Some(theirs)) = (row.rust, peer_rate) {
+            row.target = Some(crate::report::Target {
+                text: format!("≥ rslock 0.10 in the same run ({theirs:.0})"),
+                met: ours >= theirs,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `iterations` lock+unlock pairs of rslock on `name`: `lock` (one `SET NX PX` with a 30 s TTL,
+/// granted at once on a free key), then `unlock` (its compare-and-delete script).
+async fn rslock_pairs(
+    manager: &rslock::LockManager,
+    name: &str,
+    iterations: u64,
+) -> std::result::Result<(), String> {
+    for _ in 0..iterations {
+        let lock = manager
+            .lock(name.as_bytes(), std::time::Duration::from_secs(30))
+            .await
+            .map_err(|e| format!("rslock: {e:?}"))?;
+        manager.unlock(&lock).await;
     }
     Ok(())
 }

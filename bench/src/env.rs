@@ -22,10 +22,17 @@ pub struct Options {
     pub redisson: String,
     /// Run only these scenarios (`S1`, `S2`, …); all when empty.
     pub only: Vec<String>,
+    /// `--server BUILD`: the server build (docs/servers.md), which `REDISSON_SYNC_SERVER`
+    /// must select too (`scripts/bench --server` sets both); results under
+    /// `target/bench/<build>/`.
+    pub server: Option<String>,
+    /// `--instructions`: only count instructions per pair under callgrind (no agents), and
+    /// fail when the crate's count exceeds the bound (`bench/src/instructions.rs`).
+    pub instructions: bool,
 }
 
 pub const USAGE: &str = "usage: redisson-sync-bench [--root DIR] [--quick] [--reps N] \
-                         [--redisson VERSION] [--only S1,S3,...]";
+                         [--redisson VERSION] [--only S1,S3,...] [--server BUILD] [--instructions]";
 
 impl Options {
     /// Parses the arguments after the program name.
@@ -36,6 +43,8 @@ impl Options {
             reps: 0,
             redisson: "4.7.0".into(),
             only: Vec::new(),
+            server: None,
+            instructions: false,
         };
         while let Some(arg) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -58,9 +67,21 @@ impl Options {
                         .filter(|s| !s.is_empty())
                         .collect();
                 }
+                "--server" => options.server = Some(value()?),
+                "--instructions" => options.instructions = true,
                 "-h" | "--help" => return Err(String::new()),
                 _ => return Err(format!("unknown argument {arg:?}")),
             }
+        }
+        let selected = testkit::ServerBuild::current().name().to_string();
+        if let Some(build) = &options.server
+            && *build != selected
+            && !(build == "redis-7.0" && selected == "path")
+        {
+            return Err(format!(
+                "--server {build}, but {} selects {selected:?}: run scripts/bench --server {build}, which sets both",
+                testkit::SERVER_ENV
+            ));
         }
         if options.reps == 0 {
             options.reps = if options.quick { 1 } else { 3 };
@@ -102,6 +123,8 @@ pub struct Sizes {
     pub s6_in_agent: usize,
     /// S6: how long the commands of parked waiters are counted.
     pub s6_idle_window: std::time::Duration,
+    /// The two pair counts of the callgrind runs (`bench/src/instructions.rs`).
+    pub instructions: (u64, u64),
 }
 
 impl Sizes {
@@ -123,6 +146,7 @@ impl Sizes {
                 s6_in_process: vec![100],
                 s6_in_agent: 20,
                 s6_idle_window: std::time::Duration::from_secs(1),
+                instructions: (100, 600),
             }
         } else {
             Self {
@@ -141,6 +165,7 @@ impl Sizes {
                 s6_in_process: vec![1_000, 10_000],
                 s6_in_agent: 1_000,
                 s6_idle_window: std::time::Duration::from_secs(3),
+                instructions: (200, 1_200),
             }
         }
     }
@@ -156,6 +181,8 @@ pub struct Env {
     /// Two agents of each implementation; the first one does the single-process scenarios.
     pub rust: [Agent; 2],
     pub java: [Agent; 2],
+    /// The bare client (S0, and the bare column of S1 and S2).
+    pub bare: crate::bare::Bare,
     con: Mutex<Connection>,
     next_name: AtomicU64,
     next_agent: AtomicU64,
@@ -173,6 +200,7 @@ impl Env {
         let start = |imp, n| start_agent(&options, &logs, &url, imp, &format!("{imp}#{n}"));
         let rust = [start(Impl::Rust, 1)?, start(Impl::Rust, 2)?];
         let java = [start(Impl::Java, 1)?, start(Impl::Java, 2)?];
+        let bare = crate::bare::Bare::start(&url)?;
         Ok(Self {
             sizes: Sizes::new(options.quick),
             options,
@@ -181,6 +209,7 @@ impl Env {
             port,
             rust,
             java,
+            bare,
             con,
             next_name: AtomicU64::new(1),
             next_agent: AtomicU64::new(3),

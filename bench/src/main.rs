@@ -3,7 +3,7 @@
 //! BENCHMARKS.md in the project's shared notes).
 //!
 //! ```text
-//! scripts/bench [--quick] [--reps N] [--redisson VERSION] [--only S1,S3,...]
+//! scripts/bench [--quick] [--reps N] [--redisson VERSION] [--only S1,S3,...] [--server BUILD]
 //! ```
 //!
 //! One run:
@@ -24,12 +24,14 @@
 //! fewer than 3 repetitions, so the committed results always come from a full run.
 //! `scripts/bench` builds the agents and this binary first; the binary compiles nothing.
 
+mod bare;
 mod ceiling;
 mod cluster;
 mod composed;
 mod drive;
 mod env;
 mod handoff;
+mod instructions;
 mod memory;
 mod replicas;
 mod report;
@@ -57,6 +59,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if options.instructions {
+        return match instructions_only(&options) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("redisson-sync-bench: {message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let started = Instant::now();
     let env = match Env::start(options) {
         Ok(env) => env,
@@ -73,6 +84,40 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--instructions`: callgrind's instructions per pair on a server of its own, the table on
+/// stdout and in `target/bench/instructions.md`, and the bound checked.
+fn instructions_only(options: &Options) -> Result<(), String> {
+    if !instructions::available() {
+        return Err("--instructions needs valgrind (apt-get install valgrind)".into());
+    }
+    let logs = options.root.join("target/bench-logs");
+    std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+    let server = interop_scenarios::server::start(&logs)?;
+    let n = env::Sizes::new(options.quick).instructions;
+    let counts = instructions::measure(&server.url(), n, &options.root.join("target/bench"))?;
+    let table = counts.table();
+    println!("{table}");
+    let ratio = counts.ratio().ok_or("no bare count")?;
+    let verdict = format!(
+        "crate / bare = {ratio:.3} (bound {:.2}; N = {} and {})",
+        instructions::BOUND,
+        n.0,
+        n.1
+    );
+    println!("{verdict}");
+    write(
+        &options.root.join("target/bench/instructions.md"),
+        &format!("{table}\n{verdict}\n"),
+    )?;
+    if ratio > instructions::BOUND {
+        return Err(format!(
+            "instructions per pair: the crate spends {ratio:.3} x the bare client's, over the bound {:.2} (bench/src/instructions.rs)",
+            instructions::BOUND
+        ));
+    }
+    Ok(())
 }
 
 type Step = fn(&Env, &mut Report, &ceiling::Scripts) -> drive::Result<()>;
@@ -93,7 +138,8 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
         ..Report::default()
     };
     step("warm-up", || scenarios::warm_up(env)).map_err(|e| format!("warm-up: {e}"))?;
-    let plan: [(&str, Step); 11] = [
+    let plan: [(&str, Step); 12] = [
+        ("S0", |e, r, _| scenarios::s0(e, r)),
         ("S1", scenarios::s1),
         ("S2", scenarios::s2),
         ("S3", |e, r, _| scenarios::s3(e, r)),
@@ -170,7 +216,15 @@ struct Outputs {
 impl Outputs {
     fn choose(options: &Options) -> Self {
         let root = &options.root;
-        if options.quick || !options.only.is_empty() || options.reps < 3 {
+        if let Some(build) = &options.server {
+            let dir = root.join("target/bench").join(build);
+            Self {
+                markdown: dir.join("BENCHMARKS.md"),
+                svg: dir.join("handoff.svg"),
+                csv: dir.join("results.csv"),
+                svg_link: "handoff.svg".into(),
+            }
+        } else if options.quick || !options.only.is_empty() || options.reps < 3 {
             let dir = root.join("target/bench");
             Self {
                 markdown: dir.join("BENCHMARKS.md"),
@@ -223,10 +277,17 @@ impl RunInfo {
             .arg("server")
             .query(&mut *env.con())
             .map_err(|e| format!("redis: {e}"))?;
-        let redis = info
-            .lines()
-            .find_map(|l| l.strip_prefix("redis_version:"))
-            .map_or_else(|| "?".into(), |v| format!("redis-server {}", v.trim()));
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_owned())
+        };
+        // Valkey reports its own version beside the Redis version it is compatible with.
+        let redis = match (field("valkey_version:"), field("redis_version:")) {
+            (Some(v), _) => format!("valkey-server {v}"),
+            (None, Some(v)) => format!("redis-server {v}"),
+            _ => "?".into(),
+        };
         // The command as a user types it: scripts/bench passes --root itself.
         let mut shown = Vec::new();
         let mut skip = false;
@@ -356,8 +417,9 @@ fn markdown(
     );
     let _ = writeln!(
         md,
-        "| ceiling | `redis-benchmark` ({}) running the crate's `lua/lock/acquire.lua` and `lua/lock/unlock.lua` with EVALSHA |",
-        info.redis.replace("redis-server", "same version as")
+        "| ceiling | `redis-benchmark` ({}) against {}, running the crate's `lua/lock/acquire.lua` and `lua/lock/unlock.lua` with EVALSHA |",
+        output("redis-benchmark", &["--version"]).trim(),
+        info.redis
     );
     let _ = writeln!(
         md,
@@ -484,6 +546,12 @@ fn markdown(
 }
 
 const METHOD: &str = "\
+- **S0** the crate against the bare client: the Rust agent's `bench` op and, in this process, a bare \
+redis-rs `MultiplexedConnection` (one, shared by every task, two runtime workers like the agent) sending \
+the crate's own `lua/lock/acquire.lua` and `lua/lock/unlock.lua` with EVALSHA (`bench/src/bare.rs`), \
+alternating, at 1, 8, 64 and 512 tasks on distinct keys: pairs/s and pair p50. The bare client is also \
+the `bare` column of S1 and S2, run in the same repetitions. Targets: ≥ 0.9 × bare at 64 and 512 tasks, \
+p50 ≤ 1.1 × bare at 1 task.
 - **S1** uncontended latency: the agents' `bench` op, 1 task, one key, lock+unlock pairs; p50/p99 per \
 pair. Ceiling: redis-benchmark p50 of acquire.lua + p50 of unlock.lua at `-c 1 -P 1`.
 - **S2** uncontended throughput: `bench` with 8, 64, 512 tasks, each on its own key; pairs/s = pairs / \

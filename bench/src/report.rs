@@ -32,6 +32,8 @@ pub struct Row {
     pub java: Option<f64>,
     /// The server's limit measured in the same run (redis-benchmark), or the ideal count.
     pub ceiling: Option<f64>,
+    /// The bare client (one redis-rs connection, the same scripts) in the same run.
+    pub bare: Option<f64>,
     pub target: Option<Target>,
 }
 
@@ -44,6 +46,11 @@ impl Row {
     /// Rust / ceiling.
     pub fn vs_ceiling(&self) -> Option<f64> {
         ratio_of(self.rust?, self.ceiling?)
+    }
+
+    /// Rust / the bare client.
+    pub fn vs_bare(&self) -> Option<f64> {
+        ratio_of(self.rust?, self.bare?)
     }
 
     /// Whether Rust is at least as good as Redisson on this figure.
@@ -158,7 +165,7 @@ impl Report {
         median(&values)
     }
 
-    /// A row from the recorded samples of `metric` (`rust`, `java`, `ceiling`).
+    /// A row from the recorded samples of `metric` (`rust`, `java`, `ceiling`, `bare`).
     pub fn row(
         &mut self,
         scenario: &'static str,
@@ -174,6 +181,7 @@ impl Report {
             rust: self.median_of(scenario, metric, "rust"),
             java: self.median_of(scenario, metric, "java"),
             ceiling: self.median_of(scenario, metric, "ceiling"),
+            bare: self.median_of(scenario, metric, "bare"),
             target: None,
         };
         self.rows.push(row);
@@ -200,8 +208,8 @@ impl Report {
     /// The results table in Markdown.
     pub fn table(&self) -> String {
         let mut out = String::from(
-            "| | figure | Rust | Redisson | ceiling | Rust/Redisson | Rust/ceiling | target (on Rust) | Rust ≥ Redisson |\n\
-             |---|---|--:|--:|--:|--:|--:|---|:-:|\n",
+            "| | figure | Rust | Redisson | ceiling | bare | Rust/Redisson | Rust/ceiling | Rust/bare | target (on Rust) | Rust ≥ Redisson |\n\
+             |---|---|--:|--:|--:|--:|--:|--:|--:|---|:-:|\n",
         );
         for r in &self.rows {
             let target = match &r.target {
@@ -216,15 +224,17 @@ impl Report {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.scenario,
                 r.metric,
                 r.unit,
                 number(r.rust),
                 number(r.java),
                 number(r.ceiling),
+                number(r.bare),
                 ratio(r.vs_java()),
                 ratio(r.vs_ceiling()),
+                ratio(r.vs_bare()),
                 target,
                 ahead
             );
@@ -337,17 +347,19 @@ mod tests {
             report.sample("S1", "p50", "java", rep, j);
         }
         report.sample("S1", "p50", "ceiling", 0, 100.0);
+        report.sample("S1", "p50", "bare", 0, 88.0);
         let row = report.row("S1", "p50", "µs", Better::Lower).clone();
         assert_eq!(
-            (row.rust, row.java, row.ceiling),
-            (Some(110.0), Some(200.0), Some(100.0))
+            (row.rust, row.java, row.ceiling, row.bare),
+            (Some(110.0), Some(200.0), Some(100.0), Some(88.0))
         );
         assert_eq!(row.vs_java(), Some(0.55));
+        assert_eq!(row.vs_bare(), Some(1.25));
         assert_eq!(row.rust_ahead(), Some(true));
         assert!(
             report
                 .table()
-                .contains("| S1 | p50 (µs) | 110 | 200 | 100 | 0.55 | 1.10 |")
+                .contains("| S1 | p50 (µs) | 110 | 200 | 100 | 88.0 | 0.55 | 1.10 | 1.25 |")
         );
     }
 }

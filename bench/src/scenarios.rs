@@ -84,6 +84,97 @@ pub fn warm_up(env: &Env) -> Result<()> {
     Ok(())
 }
 
+/// S0: the crate against the bare client (`bench/src/bare.rs`: one redis-rs multiplexed
+/// connection sending the crate's own two scripts with EVALSHA) at 1, 8, 64 and 512 tasks on
+/// distinct keys, alternating the two within every repetition: pairs/s and pair p50. The
+/// crate's side is the Rust agent's `bench` op, as in S1 and S2.
+pub fn s0(env: &Env, report: &mut Report) -> Result<()> {
+    let s = &env.sizes;
+    let plural = |tasks: u64| if tasks == 1 { "task" } else { "tasks" };
+    let rate = |tasks: u64| {
+        format!(
+            "pairs/s, {tasks} {} on distinct keys, vs bare",
+            plural(tasks)
+        )
+    };
+    let p50 = |tasks: u64| format!("pair p50, {tasks} {}, vs bare", plural(tasks));
+    let sizes: Vec<(u64, u64)> = std::iter::once((1, s.s1_pairs))
+        .chain(s.s2.iter().copied())
+        .collect();
+    for rep in 0..env.options.reps {
+        for &(tasks, iterations) in &sizes {
+            let bare = env.bare.bench(&env.name("s0"), tasks, iterations, false)?;
+            report.sample("S0", &rate(tasks), "bare", rep, bare.rate());
+            report.sample("S0", &p50(tasks), "bare", rep, bare.p50_us);
+            let run = drive::bench(
+                &env.agents(Impl::Rust)[0],
+                "lock",
+                &env.name("s0"),
+                tasks,
+                iterations,
+                false,
+            )?;
+            report.sample("S0", &rate(tasks), "rust", rep, run.rate());
+            report.sample("S0", &p50(tasks), "rust", rep, run.p50_us);
+        }
+    }
+    for &(tasks, _) in &sizes {
+        let row = report.row("S0", &rate(tasks), "pairs/s", Better::Higher);
+        if tasks >= 64
+            && let (Some(r), Some(b)) = (row.rust, row.bare)
+        {
+            row.target = Some(Target {
+                text: "≥ 0.9 × the bare client".into(),
+                met: r >= 0.9 * b,
+            });
+        }
+    }
+    if env.options.quick {
+        report.notes.push("S0: no instruction counts in a quick run (scripts/bench --instructions --quick counts them alone)".into());
+    } else if crate::instructions::available() {
+        let counts = crate::instructions::measure(
+            &env.server.url(),
+            s.instructions,
+            &env.options.root.join("target/bench"),
+        )?;
+        let metric = "instructions per pair, 1 task (callgrind)";
+        use crate::instructions::Mode;
+        if let (Some(c), Some(b)) = (counts.of(Mode::Crate), counts.of(Mode::Bare)) {
+            report.sample("S0", metric, "rust", 0, c);
+            report.sample("S0", metric, "bare", 0, b);
+            let row = report.row("S0", metric, "instructions", Better::Lower);
+            row.target = Some(Target {
+                text: "≤ 1.5 × the bare client's".into(),
+                met: c <= 1.5 * b,
+            });
+        }
+        if let Some(blocking) = counts.of(Mode::Blocking) {
+            report.notes.push(format!(
+                "S0: the blocking API's Lock spends {blocking:.0} instructions per pair under callgrind (the async Lock {:.0}, N = {} and {})",
+                counts.of(Mode::Crate).unwrap_or(0.0),
+                counts.n.0,
+                counts.n.1
+            ));
+        }
+    } else {
+        report.notes.push(
+            "S0: valgrind is missing: no instruction counts (apt-get install valgrind)".into(),
+        );
+    }
+    for &(tasks, _) in &sizes {
+        let row = report.row("S0", &p50(tasks), "µs", Better::Lower);
+        if tasks == 1
+            && let (Some(r), Some(b)) = (row.rust, row.bare)
+        {
+            row.target = Some(Target {
+                text: "≤ 1.1 × the bare client's pair p50".into(),
+                met: r <= 1.1 * b,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// S1: uncontended latency, one task, one key reused: pair p50/p99, against redis-benchmark's
 /// p50 of the two scripts at one connection.
 pub fn s1(env: &Env, report: &mut Report, scripts: &Scripts) -> Result<()> {
@@ -122,6 +213,9 @@ pub fn s1(env: &Env, report: &mut Report, scripts: &Scripts) -> Result<()> {
             report.sample("S1", p50, who(imp), rep, run.p50_us);
             report.sample("S1", p99, who(imp), rep, run.p99_us);
         }
+        let bare = env.bare.bench(&env.name("s1"), 1, s.s1_pairs, true)?;
+        report.sample("S1", p50, "bare", rep, bare.p50_us);
+        report.sample("S1", p99, "bare", rep, bare.p99_us);
     }
     let row = report.row("S1", p50, "µs", Better::Lower);
     if let (Some(r), Some(c)) = (row.rust, row.ceiling) {
@@ -171,6 +265,16 @@ pub fn s2(env: &Env, report: &mut Report, scripts: &Scripts) -> Result<()> {
                 let p99 = format!("pair p99, {tasks} tasks");
                 report.sample("S2", &p99, who(imp), rep, run.p99_us);
             }
+            let bare = env.bare.bench(&env.name("s2"), tasks, iterations, false)?;
+            report.sample("S2", &metric(tasks), "bare", rep, bare.rate());
+            report.sample("S2", &unpipelined(tasks), "bare", rep, bare.rate());
+            report.sample(
+                "S2",
+                &format!("pair p99, {tasks} tasks"),
+                "bare",
+                rep,
+                bare.p99_us,
+            );
         }
     }
     for &(tasks, _) in &s.s2 {
@@ -201,6 +305,7 @@ pub fn s2(env: &Env, report: &mut Report, scripts: &Scripts) -> Result<()> {
         rust: commands.per_op("rust"),
         java: commands.per_op("java"),
         ceiling: Some(2.0),
+        bare: None,
         target: None,
     };
     if let Some(r) = row.rust {
@@ -316,6 +421,7 @@ pub fn s3(env: &Env, report: &mut Report) -> Result<()> {
             rust: counts[li].per_op("rust"),
             java: counts[li].per_op("java"),
             ceiling: Some(limit),
+            bare: None,
             target: None,
         };
         if let Some(r) = row.rust {
@@ -499,6 +605,7 @@ pub fn s5(env: &Env, report: &mut Report) -> Result<()> {
             rust: commands.per_op("rust"),
             java: commands.per_op("java"),
             ceiling: Some(3.0),
+            bare: None,
             target: None,
         };
         if let Some(r) = row.rust {

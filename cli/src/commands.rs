@@ -4,9 +4,15 @@ use std::collections::HashSet;
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
+use std::fmt::Write as _;
+
+use futures_util::{FutureExt, StreamExt};
 use redisson_sync::redis;
-use redisson_sync::{CounterHint, Error, HoldMode, Snapshot, StructureKind};
+use redisson_sync::{
+    Error,
+    events::{Event, EventKind, SeenBy},
+    inspect::{CounterHint, HoldMode, Snapshot, StructureKind},
+};
 
 use crate::render;
 use crate::{Failure, Result, Session};
@@ -14,29 +20,24 @@ use crate::{Failure, Result, Session};
 /// `SCAN`'s `COUNT`.
 const SCAN_COUNT: usize = 100;
 
-/// How often `watch` re-reads the snapshot without a message.
-const WATCH_TICK: Duration = Duration::from_secs(1);
-
-/// How long after a message `watch` reads once more, to see who took the lock.
-const WATCH_FOLLOW_UP: Duration = Duration::from_millis(100);
-
 /// The snapshot of `name`, or a clear error when the name holds something else.
 async fn snapshot(session: &mut Session, name: &str, hint: CounterHint) -> Result<Snapshot> {
     match session.client.inspect(name).counter_hint(hint).await {
         Ok(s) => Ok(s),
         Err(Error::WrongType { key }) => Err(wrong_type(session, &key).await),
-        Err(Error::Redis(e)) if e.is_connection_refusal() || e.is_io_error() => Err(Failure(
-            format!("cannot reach Redis at {}: {e}", session.url),
-        )),
+        Err(Error::Connection { source, .. }) => Err(Failure(format!(
+            "cannot reach Redis at {}: {source}",
+            session.place
+        ))),
         Err(e) => Err(e.into()),
     }
 }
 
 /// "NAME holds a Redis list, not a Redisson ...", naming the type the server reports.
 async fn wrong_type(session: &mut Session, key: &str) -> Failure {
-    let kind: String = redis::cmd("TYPE")
-        .arg(key)
-        .query_async(&mut session.raw)
+    let kind: String = session
+        .raw
+        .query(redis::cmd("TYPE").arg(key))
         .await
         .unwrap_or_else(|_| "value of another type".to_owned());
     let what = match kind.as_str() {
@@ -105,7 +106,8 @@ fn internal(key: &str) -> bool {
 }
 
 /// `list [PATTERN] [--limit N] [--json]`: SCAN (COUNT 100) over at most about `limit` keys,
-/// and one line per lock, semaphore or latch found.
+/// on the server or on every master of a cluster in turn, and one line per lock, semaphore or
+/// latch found. With `--name-prefix` the pattern is matched after the prefix.
 pub(crate) async fn list(
     session: &mut Session,
     pattern: &str,
@@ -116,57 +118,64 @@ pub(crate) async fn list(
     if limit == 0 {
         return Err(Failure("--limit must be at least 1".to_owned()));
     }
+    let full = format!("{}{pattern}", glob_escape(&session.prefix));
     let count = SCAN_COUNT.min(limit);
-    let mut cursor: u64 = 0;
     let mut asked = 0usize;
     let mut returned = 0usize;
     let mut seen = HashSet::new();
     let mut found = 0usize;
     let mut cut = false;
-    let complete = loop {
-        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(count)
-            .query_async(&mut session.raw)
-            .await?;
-        asked += count;
-        for key in keys {
-            if returned == limit {
-                cut = true;
+    let nodes = session.raw.scan_targets().await?;
+    'nodes: for node in &nodes {
+        let mut cursor: u64 = 0;
+        loop {
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(cursor)
+                .arg("MATCH")
+                .arg(&full)
+                .arg("COUNT")
+                .arg(count);
+            let (next, keys) = session.raw.scan(node, &cmd).await?;
+            asked += count;
+            for key in keys {
+                if returned == limit {
+                    cut = true;
+                    break 'nodes;
+                }
+                returned += 1;
+                let Ok(key) = String::from_utf8(key) else {
+                    continue;
+                };
+                if internal(&key) || !seen.insert(key.clone()) {
+                    continue;
+                }
+                let Some(name) = key.strip_prefix(session.prefix.as_str()) else {
+                    continue;
+                };
+                match session.client.inspect(name).await {
+                    Ok(s) if s.kind != StructureKind::None => {
+                        found += 1;
+                        if json {
+                            println!("{}", render::json(&s));
+                        } else {
+                            println!("{}", render::line(&s));
+                        }
+                    }
+                    Ok(_) | Err(Error::WrongType { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            cursor = next;
+            if cursor == 0 {
                 break;
             }
-            returned += 1;
-            let Ok(key) = String::from_utf8(key) else {
-                continue;
-            };
-            if internal(&key) || !seen.insert(key.clone()) {
-                continue;
-            }
-            match session.client.inspect(&key).await {
-                Ok(s) if s.kind != StructureKind::None => {
-                    found += 1;
-                    if json {
-                        println!("{}", render::json(&s));
-                    } else {
-                        println!("{}", render::line(&s));
-                    }
-                }
-                Ok(_) | Err(Error::WrongType { .. }) => {}
-                Err(e) => return Err(e.into()),
+            if asked >= limit || returned >= limit {
+                cut = true;
+                break 'nodes;
             }
         }
-        cursor = next;
-        if cursor == 0 && !cut {
-            break true;
-        }
-        if cut || asked >= limit || returned >= limit {
-            break false;
-        }
-    };
-    if !complete {
+    }
+    if cut {
         eprintln!(
             "(stopped after scanning about {} keys: --limit {limit}; more may match {pattern:?})",
             asked.max(returned)
@@ -177,133 +186,158 @@ pub(crate) async fn list(
     Ok(())
 }
 
-/// What `watch` compares between two reads: everything but the TTLs, which always move.
-fn state(s: &Snapshot) -> impl PartialEq + use<> {
-    (
-        s.kind,
-        s.mode,
-        s.holders
-            .iter()
-            .map(|h| (h.field.clone(), h.count))
-            .collect::<Vec<_>>(),
-        s.queue
-            .iter()
-            .map(|w| (w.field.clone(), w.deadline_ms))
-            .collect::<Vec<_>>(),
-        s.token,
-        s.permits,
-        s.count,
-        s.acquired.clone(),
-    )
-}
-
 fn holder_set(s: &Snapshot) -> Vec<String> {
     s.holders.iter().map(render::holder_label).collect()
 }
 
-/// Follows one name for `watch`: the last snapshot, and the last release not yet followed by
-/// an acquisition (to report the handoff).
-struct Follower {
-    start: Instant,
-    last: Option<Snapshot>,
-    released: Option<(Vec<String>, Instant)>,
+/// `watch`'s options.
+#[derive(Debug)]
+pub(crate) struct WatchOptions {
+    /// `--for`: stop after this long.
+    pub(crate) limit: Option<Duration>,
+    /// `--json`: one object per event.
+    pub(crate) json: bool,
+    pub(crate) hint: CounterHint,
+    /// Use keyspace notifications where the server has them on (not `--no-keyspace`).
+    pub(crate) keyspace: bool,
+    /// `--poll`: how often the state is read when nothing is heard.
+    pub(crate) poll: Duration,
 }
 
-impl Follower {
-    /// Prints the new snapshot when `always` or when it changed, with what changed.
-    fn show(&mut self, s: Snapshot, why: &str, always: bool) {
-        let changed = self.last.as_ref().is_none_or(|l| state(l) != state(&s));
-        if !(always || changed) {
-            self.last = Some(s);
-            return;
-        }
-        let at = self.start.elapsed().as_secs_f64();
-        println!("[+{at:.3}s] {why}");
-        let before = self.last.as_ref().map(holder_set).unwrap_or_default();
-        let after = holder_set(&s);
-        let gone: Vec<&String> = before.iter().filter(|h| !after.contains(h)).collect();
-        let came: Vec<&String> = after.iter().filter(|h| !before.contains(h)).collect();
-        if self.last.is_some() {
-            for h in &gone {
-                println!("  released: {h}");
-            }
-            for h in &came {
-                println!("  acquired: {h}");
-            }
-        }
-        if !gone.is_empty() {
-            self.released = Some((gone.iter().map(|h| (*h).clone()).collect(), Instant::now()));
-        }
-        if !came.is_empty()
-            && let Some((from, when)) = self.released.take()
-        {
-            let to: Vec<&str> = came.iter().map(|h| h.as_str()).collect();
-            // Seen in one read: the release and the acquisition were too close to tell.
-            let gap = if gone.is_empty() {
-                format!(
-                    " (taken {:.1} ms after the release was seen)",
-                    when.elapsed().as_secs_f64() * 1000.0
-                )
+/// The release a handoff is told from: who left, and when that was told.
+struct Release {
+    from: Vec<String>,
+    at: Instant,
+}
+
+/// What told an event, for people: `by message "0" on <channel>, keyspace "del" on <channel>`.
+fn heard_text(event: &Event) -> String {
+    let parts: Vec<String> = event
+        .heard
+        .iter()
+        .map(|n| {
+            let what = if n.channel.starts_with("__keyspace@") {
+                "keyspace"
             } else {
-                String::new()
+                "message"
             };
-            println!("  handoff: {} -> {}{gap}", from.join(", "), to.join(", "));
-        }
-        for line in render::text(&s).lines() {
-            println!("  {line}");
-        }
-        let _ = std::io::stdout().flush();
-        self.last = Some(s);
+            format!("{what} {n}")
+        })
+        .collect();
+    match event.seen_by {
+        SeenBy::Snapshot if parts.is_empty() => "seen in a snapshot".to_owned(),
+        SeenBy::Snapshot => format!("seen in a snapshot (heard {})", parts.join(", ")),
+        _ => format!("by {}", parts.join(", ")),
     }
 }
 
-/// `watch NAME [--for SECONDS]`: subscribes to every channel the structure may publish on
-/// and re-reads it on each message, 100 ms after each message, and every second (printed then
-/// only when it changed).
-pub(crate) async fn watch(
-    session: &mut Session,
-    name: &str,
-    limit: Option<Duration>,
-    hint: CounterHint,
-) -> Result<()> {
-    let lock_channel = prefix_name("redisson_lock__channel", name);
-    let channels = [
-        lock_channel.clone(),
-        prefix_name("redisson_rwlock", name),
-        prefix_name("redisson_sc", name),
-        format!("redisson_countdownlatch__channel__{{{name}}}"),
-    ];
-    // The fair lock wakes its head on the head's own channel, `<lock channel>:<field>`.
-    let fair_pattern = format!("{}:*", glob_escape(&lock_channel));
-    let mut pubsub = session
-        .redis
-        .get_async_pubsub()
-        .await
-        .map_err(|e| Failure(format!("cannot subscribe at {}: {e}", session.url)))?;
-    for channel in &channels {
-        pubsub.subscribe(channel).await?;
-    }
-    pubsub.psubscribe(&fair_pattern).await?;
-    let mut messages = pubsub.into_on_message();
-
-    let mut follower = Follower {
-        start: Instant::now(),
-        last: None,
-        released: None,
-    };
-    println!(
-        "watching {name:?} on {}, {} and {fair_pattern}{}",
-        channels[..3].join(", "),
-        channels[3],
-        match limit {
-            Some(d) => format!(" for {:.1} s", d.as_secs_f64()),
-            None => " until Ctrl-C".to_owned(),
+/// One event as a line: `[+0.618s] released: <holder> (x1), by message "0" on ...`.
+fn event_line(event: &Event, start: Instant) -> String {
+    let at = start.elapsed().as_secs_f64();
+    let mut line = format!("[+{at:.3}s] {}", event.kind.as_str().replace('_', "-"));
+    if let Some(h) = &event.holder {
+        let _ = write!(line, ": {}", render::holder_label(h));
+        if let Some(left) = event
+            .holds
+            .filter(|n| *n > 0 && event.kind == EventKind::Released)
+        {
+            let _ = write!(line, ", {left} hold(s) left");
         }
-    );
-    let s = snapshot(session, name, hint).await?;
-    follower.show(s, "now", true);
+    } else if let Some(permits) = event.permits {
+        let _ = write!(line, ": {permits} permit(s)");
+    }
+    let _ = write!(line, ", {}", heard_text(event));
+    line
+}
 
-    let end = limit.map(|d| tokio::time::Instant::now() + d);
+/// `watch NAME --json`: one object per event.
+fn event_json(event: &Event) -> String {
+    let holder = event.holder.as_ref().map(|h| {
+        serde_json::json!({
+            "field": h.field,
+            "client_id": h.client_id,
+            "owner": h.owner,
+            "count": h.count,
+            "mode": h.mode.map(|m| m.as_str()),
+        })
+    });
+    let heard: Vec<serde_json::Value> = event
+        .heard
+        .iter()
+        .map(|n| serde_json::json!({"channel": n.channel, "payload": n.payload}))
+        .collect();
+    let at_ms = event
+        .at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let snapshot: serde_json::Value =
+        serde_json::from_str(&render::json(&event.snapshot)).unwrap_or_default();
+    let mut object = serde_json::json!({
+        "at_ms": at_ms,
+        "event": event.kind.as_str(),
+        "seen_by": event.seen_by.as_str(),
+        "holder": holder,
+        "holds": event.holds,
+        "permits": event.permits,
+        "heard": heard,
+        "snapshot": snapshot,
+    });
+    if let Some(keyspace) = &event.keyspace {
+        object["keyspace"] = serde_json::json!(keyspace.to_string());
+        object["keyspace_on"] = serde_json::json!(keyspace.is_on());
+    }
+    object.to_string()
+}
+
+/// `watch NAME [--for SECONDS] [--json]`: the crate's event stream of the name
+/// (`Client::events`): each event on a line, with the holder and what told it, a handoff when
+/// a release is followed by an acquisition, and the snapshot after each read's events.
+pub(crate) async fn watch(session: &mut Session, name: &str, options: WatchOptions) -> Result<()> {
+    let start = Instant::now();
+    let events = session
+        .client
+        .events(name)
+        .counter_hint(options.hint)
+        .poll_interval(options.poll)
+        .keyspace(options.keyspace)
+        .await;
+    let events = match events {
+        Ok(events) => events,
+        Err(Error::WrongType { key }) => return Err(wrong_type(session, &key).await),
+        Err(e) => {
+            return Err(Failure(format!(
+                "cannot watch {name:?} at {}: {e}",
+                session.place
+            )));
+        }
+    };
+    if !options.json {
+        let channels = events.channels();
+        let (last, rest) = channels
+            .split_last()
+            .map_or(("", &[][..]), |(l, r)| (l.as_str(), r));
+        println!(
+            "watching {name:?} on {}{}{last}{}",
+            rest.join(", "),
+            if rest.is_empty() { "" } else { " and " },
+            match options.limit {
+                Some(d) => format!(" for {:.1} s", d.as_secs_f64()),
+                None => " until Ctrl-C".to_owned(),
+            }
+        );
+        let keyspace = events.keyspace();
+        if keyspace.is_on() {
+            println!("keyspace notifications: {keyspace}");
+        } else {
+            println!(
+                "keyspace notifications: {keyspace}: {}; polling every {:.1} s",
+                keyspace.missed(),
+                options.poll.as_secs_f64()
+            );
+        }
+    }
+    let mut events = events.peekable();
+    let end = options.limit.map(|d| tokio::time::Instant::now() + d);
     let until_end = async {
         match end {
             Some(end) => tokio::time::sleep_until(end).await,
@@ -313,54 +347,74 @@ pub(crate) async fn watch(
     tokio::pin!(until_end);
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + WATCH_TICK, WATCH_TICK);
-    let mut follow_up: Option<tokio::time::Instant> = None;
-    let mut subscribed = true;
+    let mut released: Option<Release> = None;
     loop {
-        let follow = async {
-            match follow_up {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
+        let event = tokio::select! {
             () = &mut until_end => break,
             _ = &mut ctrl_c => break,
-            message = messages.next(), if subscribed => match message {
-                Some(msg) => {
-                    let payload = String::from_utf8_lossy(msg.get_payload_bytes()).into_owned();
-                    let why = format!("message {payload:?} on {}", msg.get_channel_name());
-                    let s = snapshot(session, name, hint).await?;
-                    follower.show(s, &why, true);
-                    follow_up = Some(tokio::time::Instant::now() + WATCH_FOLLOW_UP);
-                }
-                None => {
-                    eprintln!("(the subscription connection closed; re-reading every second only)");
-                    subscribed = false;
+            event = events.next() => match event {
+                Some(Ok(event)) => event,
+                Some(Err(Error::Shutdown)) | None => break,
+                Some(Err(e)) => {
+                    eprintln!("(a read failed: {e}; trying again)");
+                    continue;
                 }
             },
-            () = follow => {
-                follow_up = None;
-                let s = snapshot(session, name, hint).await?;
-                follower.show(s, "after the message", false);
+        };
+        if options.json {
+            println!("{}", event_json(&event));
+            let _ = std::io::stdout().flush();
+            continue;
+        }
+        if event.kind == EventKind::Watching {
+            println!("[+{:.3}s] now", start.elapsed().as_secs_f64());
+        } else {
+            println!("{}", event_line(&event, start));
+        }
+        let label = event.holder.as_ref().map(render::holder_label);
+        match event.kind {
+            EventKind::Released
+            | EventKind::Expired
+            | EventKind::ForceUnlocked
+            | EventKind::Deleted
+                if event.holds == Some(0) =>
+            {
+                let from: Vec<String> = label.into_iter().collect();
+                match &mut released {
+                    // Several holders that left in one read (readers).
+                    Some(r) if r.at.elapsed() < Duration::from_millis(1) => r.from.extend(from),
+                    _ => {
+                        released = Some(Release {
+                            from,
+                            at: Instant::now(),
+                        });
+                    }
+                }
             }
-            _ = tick.tick() => {
-                let s = snapshot(session, name, hint).await?;
-                follower.show(s, "changed", false);
+            EventKind::Acquired => {
+                if let (Some(to), Some(r)) = (label, released.take()) {
+                    println!(
+                        "  handoff: {} -> {to} (taken {:.1} ms after the release was told)",
+                        r.from.join(", "),
+                        r.at.elapsed().as_secs_f64() * 1000.0
+                    );
+                }
+            }
+            _ => {}
+        }
+        // The snapshot once per read: after the last event it shows.
+        let same_read = match std::pin::Pin::new(&mut events).peek().now_or_never() {
+            Some(Some(Ok(next))) => next.at == event.at,
+            _ => false,
+        };
+        if !same_read {
+            for line in render::text(&event.snapshot).lines() {
+                println!("  {line}");
             }
         }
+        let _ = std::io::stdout().flush();
     }
     Ok(())
-}
-
-/// Redisson's `prefixName` (docs/LAYOUT.md §1.2): `prefix:{name}`, or `prefix:name` when the
-/// name contains `{`.
-fn prefix_name(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
-    }
 }
 
 /// `text` as a glob matching itself only.
@@ -429,10 +483,12 @@ pub(crate) async fn force_unlock(session: &mut Session, name: &str, yes: bool) -
         }
     }
     print!("{}", render::text(&s));
+    // The key, with the name prefix if any.
+    let key = s.name.clone();
     let holders = holder_set(&s);
     if !yes
         && !confirm(format!(
-            "Force-unlock {} {name:?}, held by {}?",
+            "Force-unlock {} {key:?}, held by {}?",
             s.kind,
             holders.join(", ")
         ))
@@ -453,11 +509,11 @@ pub(crate) async fn force_unlock(session: &mut Session, name: &str, yes: bool) -
     };
     if !removed {
         println!(
-            "{name:?} was no longer locked (released, expired or changed meanwhile): nothing removed"
+            "{key:?} was no longer locked (released, expired or changed meanwhile): nothing removed"
         );
         return Ok(());
     }
-    println!("removed {} {name:?}: {}", s.kind, holders.join(", "));
+    println!("removed {} {key:?}: {}", s.kind, holders.join(", "));
     match s.kind {
         StructureKind::Fair if s.queue_len > 0 => println!(
             "  left the queue of {} waiter(s); the head was woken",
@@ -520,8 +576,6 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(prefix_name("p", "a"), "p:{a}");
-        assert_eq!(prefix_name("p", "{t}:a"), "p:{t}:a");
         assert_eq!(glob_escape("c:{a*}[x]"), "c:{a\\*}\\[x\\]");
     }
 }

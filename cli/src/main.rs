@@ -1,29 +1,35 @@
 //! `redisson-sync`: inspect, list, watch and force-unlock the Redisson structures (locks, fair
-//! locks, read-write locks, fenced locks, semaphores, latches) of a Redis server.
+//! locks, read-write locks, fenced locks, semaphores, latches) of a Redis server, a Redis
+//! Cluster or a master behind Sentinel.
 //!
 //! ```text
-//! redisson-sync [--redis URL | --cluster URL... | --sentinel URL... --master NAME] <command>
+//! redisson-sync [--redis URL | --cluster URL... | --sentinel URL... --master NAME]
+//!               [--user NAME] [--password PW] [--tls-ca PEM] [--name-prefix P] <command>
 //!   inspect NAME [--json] [--as semaphore|latch]
 //!   list [PATTERN] [--limit N] [--json]
-//!   watch NAME [--for SECONDS] [--as semaphore|latch]
+//!   watch NAME [--for SECONDS] [--json] [--as semaphore|latch] [--no-keyspace] [--poll S]
 //!   force-unlock NAME [--yes]
 //! ```
 //!
-//! The server is `--redis URL`, else `$REDIS_URL`, else `redis://127.0.0.1:6379`. Every
-//! command but `force-unlock` only reads. Exit status: 0 on success, 1 on an error (printed
-//! on stderr as `error: ...`), 2 on a usage error.
+//! The server is `--redis URL`, else `$REDIS_URL`, else `redis://127.0.0.1:6379`; the password
+//! `--password`, else `$REDISSON_SYNC_PASSWORD` (never printed). Every command but
+//! `force-unlock` only reads. Exit status: 0 on success, 1 on an error (printed on stderr as
+//! `error: ...`), 2 on a usage error.
 
 mod commands;
 mod render;
+mod target;
 
 use std::fmt;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use redisson_sync::redis;
-use redisson_sync::{Client, CounterHint};
+use redisson_sync::{Client, inspect::CounterHint};
 
-/// How long to wait for the server to accept a connection and answer `PING`.
+use target::{Raw, Target};
+
+/// How long to wait for the servers to accept a connection and answer.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Inspect, list, watch and force-unlock Redisson locks, semaphores and latches.
@@ -34,35 +40,6 @@ struct Cli {
     target: Target,
     #[command(subcommand)]
     command: Command,
-}
-
-/// Which Redis deployment to talk to.
-#[derive(Debug, Args)]
-struct Target {
-    /// A single Redis server [default: $REDIS_URL, else redis://127.0.0.1:6379]
-    #[arg(long, value_name = "URL", global = true, conflicts_with_all = ["cluster", "sentinel"])]
-    redis: Option<String>,
-    /// Redis Cluster seed nodes (repeat the flag or separate with commas); not supported yet
-    #[arg(
-        long,
-        value_name = "URL",
-        global = true,
-        value_delimiter = ',',
-        conflicts_with = "sentinel"
-    )]
-    cluster: Vec<String>,
-    /// Sentinels (repeat the flag or separate with commas), with --master; not supported yet
-    #[arg(
-        long,
-        value_name = "URL",
-        global = true,
-        value_delimiter = ',',
-        requires = "master"
-    )]
-    sentinel: Vec<String>,
-    /// The master name the Sentinels monitor
-    #[arg(long, value_name = "NAME", global = true, requires = "sentinel")]
-    master: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -91,17 +68,27 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Follow NAME: print the snapshot on every message on its channels and every second
-    /// when it changed, with handoffs
+    /// Follow NAME: print each event (acquired, released, expired, force-unlocked, ...) with
+    /// the holder and what told it (messages, keyspace notifications, snapshots), and handoffs
     Watch {
         /// The structure's name
         name: String,
         /// Stop after this many seconds [default: until Ctrl-C]
-        #[arg(long = "for", value_name = "SECONDS")]
-        for_secs: Option<f64>,
+        #[arg(long = "for", value_name = "SECONDS", value_parser = seconds)]
+        for_secs: Option<Duration>,
+        /// Print one JSON object per event instead of text
+        #[arg(long)]
+        json: bool,
         /// As for inspect
         #[arg(long = "as", value_name = "KIND")]
         as_kind: Option<Counter>,
+        /// Do not use keyspace notifications even where the server has them on
+        #[arg(long)]
+        no_keyspace: bool,
+        /// Read the state this often when nothing is heard (what publishes nothing, as an
+        /// acquisition of a free lock without keyspace notifications, is seen then)
+        #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = seconds)]
+        poll: Duration,
     },
     /// Delete the lock at NAME whoever holds it (asks for confirmation unless --yes)
     ForceUnlock {
@@ -111,6 +98,20 @@ enum Command {
         #[arg(long, short = 'y')]
         yes: bool,
     },
+}
+
+/// A number of seconds as a duration: any value a `Duration` holds, else a usage error
+/// (`Duration::from_secs_f64` panics on values such as `1e300`).
+fn seconds(text: &str) -> Result<Duration, String> {
+    let s: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a number of seconds, got {text:?}"))?;
+    if !(s.is_finite() && s >= 0.0) {
+        return Err(format!("expected a number of seconds >= 0, got {text:?}"));
+    }
+    Duration::try_from_secs_f64(s)
+        .map_err(|_| format!("expected at most {} seconds, got {text:?}", u64::MAX))
 }
 
 /// How to read a positive integer string.
@@ -154,81 +155,32 @@ impl From<redis::RedisError> for Failure {
 
 type Result<T, E = Failure> = std::result::Result<T, E>;
 
-/// The connections a command uses: the crate's client (inspection, force unlock) and a plain
-/// redis-rs client (SCAN, TYPE, pub/sub).
+/// The connections a command uses: the crate's client (inspection, events, force unlock) and
+/// a plain redis-rs connection (SCAN on every master, TYPE).
 #[derive(Debug)]
 struct Session {
-    url: String,
+    /// Where, for messages: URLs without their passwords.
+    place: String,
     client: Client,
-    redis: redis::Client,
-    raw: redis::aio::MultiplexedConnection,
-}
-
-impl Target {
-    /// The URL of the single server, or the error for the topologies not supported yet.
-    fn url(&self) -> Result<String> {
-        if !self.cluster.is_empty() || !self.sentinel.is_empty() {
-            let mode = if self.cluster.is_empty() {
-                "Sentinel"
-            } else {
-                "Redis Cluster"
-            };
-            return Err(Failure(format!(
-                "{mode} mode is not supported until the crate's cluster/sentinel support lands; \
-                 use --redis URL with one server"
-            )));
-        }
-        Ok(self
-            .redis
-            .clone()
-            .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()))
-            .unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned()))
-    }
+    raw: Raw,
+    /// `--name-prefix`: what the client puts before every name.
+    prefix: String,
 }
 
 impl Session {
     async fn open(target: &Target) -> Result<Self> {
-        let url = target.url()?;
-        let redis = redis::Client::open(url.as_str())
-            .map_err(|e| Failure(format!("invalid Redis URL {url:?}: {e}")))?;
-        let unreachable =
-            |e: &dyn fmt::Display| Failure(format!("cannot reach Redis at {url}: {e}"));
-        let mut raw =
-            match tokio::time::timeout(CONNECT_TIMEOUT, redis.get_multiplexed_async_connection())
-                .await
-            {
-                Ok(Ok(raw)) => raw,
-                Ok(Err(e)) => return Err(unreachable(&e)),
-                Err(_) => {
-                    return Err(unreachable(&format!(
-                        "no connection within {CONNECT_TIMEOUT:?}"
-                    )));
-                }
-            };
-        match tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            redis::cmd("PING").query_async::<String>(&mut raw),
-        )
-        .await
-        {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(unreachable(&e)),
-            Err(_) => {
-                return Err(unreachable(&format!(
-                    "no answer to PING within {CONNECT_TIMEOUT:?}"
-                )));
-            }
-        }
-        let client = Client::builder()
-            .url(url.as_str())
-            .pool_size(2)
-            .build()
-            .map_err(|e| Failure(e.to_string()))?;
+        let place = target.place();
+        let raw = target.raw().await?;
+        let client = target
+            .client()?
+            .connect()
+            .await
+            .map_err(|e| Failure(format!("cannot reach Redis at {place}: {e}")))?;
         Ok(Self {
-            url,
+            place,
             client,
-            redis,
             raw,
+            prefix: target.name_prefix.clone().unwrap_or_default(),
         })
     }
 }
@@ -262,18 +214,25 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Watch {
             name,
             for_secs,
+            json,
             as_kind,
+            no_keyspace,
+            poll,
         } => {
-            let limit = match for_secs {
-                Some(s) if !(s.is_finite() && s >= 0.0) => {
-                    return Err(Failure(format!(
-                        "--for takes a number of seconds >= 0, got {s}"
-                    )));
-                }
-                Some(s) => Some(Duration::from_secs_f64(s)),
-                None => None,
+            if poll < Duration::from_millis(10) {
+                return Err(Failure(format!(
+                    "--poll takes a number of seconds >= 0.01, got {}",
+                    poll.as_secs_f64()
+                )));
+            }
+            let options = commands::WatchOptions {
+                limit: for_secs,
+                json,
+                hint: Counter::hint(as_kind),
+                keyspace: !no_keyspace,
+                poll,
             };
-            commands::watch(&mut session, &name, limit, Counter::hint(as_kind)).await
+            commands::watch(&mut session, &name, options).await
         }
         Command::ForceUnlock { name, yes } => {
             commands::force_unlock(&mut session, &name, yes).await
@@ -281,4 +240,32 @@ async fn run(cli: Cli) -> Result<()> {
     };
     session.client.shutdown().await;
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (issue 29, item 8): `--for 1e300` passed the old check (finite, >= 0) and
+    /// then panicked in `Duration::from_secs_f64`; every value is now a duration or a usage
+    /// error, for `--for` and `--poll` alike.
+    #[test]
+    fn for_and_poll_take_any_number_of_seconds_a_duration_holds() {
+        assert_eq!(seconds("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(seconds(" 0.5 "), Ok(Duration::from_millis(500)));
+        assert_eq!(seconds("0"), Ok(Duration::ZERO));
+        for bad in [
+            "1e300", "1.9e19", "inf", "NaN", "-1", "-0.5", "", "2s", "0x10",
+        ] {
+            let err = seconds(bad).unwrap_err();
+            assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+        for flag in ["--for", "--poll"] {
+            let parsed = Cli::try_parse_from(["redisson-sync", "watch", "n", flag, "1e300"]);
+            let err = parsed.unwrap_err();
+            assert_eq!(err.exit_code(), 2);
+            assert!(err.to_string().contains("at most"), "{err}");
+            assert!(Cli::try_parse_from(["redisson-sync", "watch", "n", flag, "3"]).is_ok());
+        }
+    }
 }

@@ -4,7 +4,10 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use redisson_sync::{Holder, Snapshot, StructureKind, Ttl};
+use redisson_sync::{
+    Ttl,
+    inspect::{Holder, Snapshot, StructureKind},
+};
 use serde::Serialize;
 
 /// This host's clock in epoch milliseconds (the clock of the fair lock's deadlines).

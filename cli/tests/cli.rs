@@ -1,8 +1,12 @@
 //! The `redisson-sync` binary against a throwaway `redis-server`, with structures made by the
 //! crate: `inspect --json` field by field for every kind, the table, `list`, `force-unlock`,
-//! `watch` showing a handoff, and the errors (unreachable server, a name of another type, a
-//! bad pattern, cluster and sentinel not supported yet).
+//! `watch` showing a handoff and the events of a lock (`--json`), and the errors (unreachable
+//! server, cluster and Sentinels, a name of another type, a bad pattern). Then every topology
+//! and option: a Redis Cluster (`list` scans every master), a master behind Sentinel, TLS with
+//! a CA file and an ACL user whose password comes from the environment and is never printed,
+//! a name prefix.
 
+use std::future::Future;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -23,10 +27,18 @@ async fn cli_raw(before: &[&str], args: &[&str]) -> Output {
         .args(before)
         .args(args)
         .env_remove("REDIS_URL")
+        .env_remove("REDISSON_SYNC_PASSWORD")
+        .env_remove("REDISSON_SYNC_USER")
         .stdin(Stdio::null())
         .output()
         .await
         .unwrap()
+}
+
+/// A port nobody listens on.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
 }
 
 fn stdout(out: &Output) -> String {
@@ -524,8 +536,8 @@ async fn start_watch(
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut text = String::new();
-    // The header, then the "now" line: the subscriptions are in place.
-    for _ in 0..2 {
+    // The header and the keyspace line, then the "now" line: the subscriptions are in place.
+    for _ in 0..3 {
         let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
             .await
             .expect("watch printed nothing")
@@ -612,12 +624,14 @@ async fn watch_sees_a_fair_handoff_on_the_head_waiters_channel() {
     wait_numsub(&mut raw, &head, 1).await;
 
     let (watch, output) = start_watch(&server, "queue", "2").await;
+    // The head waiter's own channel is observed (no pattern subscription).
     let patterns: i64 = redis::cmd("PUBSUB")
         .arg("NUMPAT")
         .query_async(&mut raw)
         .await
         .unwrap();
-    assert_eq!(patterns, 1);
+    assert_eq!(patterns, 0);
+    assert_eq!(numsub(&mut raw, &head).await, 2);
     held.unlock().await.unwrap();
     let taken = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
@@ -650,6 +664,26 @@ async fn clear_errors() {
     );
     assert!(err.to_lowercase().contains("refused"), "{err}");
     assert!(stdout(&out).is_empty());
+
+    // A URL's password is never shown (issue 29, item 8), reachable or not, valid or not.
+    let secret = format!("redis://app:s3cret@127.0.0.1:{port}");
+    let out = cli_raw(&["--redis", &secret], &["inspect", "x"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    let shown = format!("redis://app:***@127.0.0.1:{port}");
+    assert!(
+        err.starts_with(&format!("error: cannot reach Redis at {shown}: ")),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret"), "{err}");
+    let out = cli_raw(&["--redis", "redis://app:s3cret@h:port"], &["inspect", "x"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: invalid Redis URL redis://app:***@h:port: "),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret") && stdout(&out).is_empty(), "{err}");
 
     let server = RedisServer::start();
     let mut raw = server.conn().await;
@@ -688,33 +722,42 @@ async fn clear_errors() {
         );
     }
 
-    let out = cli_raw(
-        &["--cluster", "redis://127.0.0.1:7000,redis://127.0.0.1:7001"],
-        &["list"],
-    )
-    .await;
+    // Nobody at the cluster's seed nodes, nor at the Sentinels.
+    let seeds = format!("redis://127.0.0.1:{port},redis://127.0.0.1:{}", free_port());
+    let out = cli_raw(&["--cluster", &seeds], &["list"]).await;
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("not supported until the crate's cluster/sentinel support lands"),
+        stderr(&out)
+            .starts_with("error: cannot reach Redis at the Redis Cluster of redis://127.0.0.1:"),
         "{}",
         stderr(&out)
     );
+    let sentinel = format!("redis://127.0.0.1:{port}");
     let out = cli_raw(
-        &[
-            "--sentinel",
-            "redis://127.0.0.1:26379",
-            "--master",
-            "mymaster",
-        ],
+        &["--sentinel", &sentinel, "--master", "mymaster"],
         &["inspect", "x"],
     )
     .await;
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("Sentinel mode is not supported until"),
+        stderr(&out).contains("no Sentinel named the master"),
         "{}",
         stderr(&out)
     );
+    // --help no longer says the topologies are unsupported.
+    let help = ok(&cli_raw(&["--help"], &[]).await);
+    assert!(!help.contains("not supported"), "{help}");
+    for flag in [
+        "--cluster",
+        "--sentinel",
+        "--master",
+        "--user",
+        "--password",
+        "--tls-ca",
+        "--name-prefix",
+    ] {
+        assert!(help.contains(flag), "{flag}: {help}");
+    }
     // --redis and --cluster together: a usage error.
     let out = cli_raw(
         &[
@@ -727,4 +770,310 @@ async fn clear_errors() {
     )
     .await;
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `watch NAME --json --for SECONDS` to its end: one JSON object per line.
+async fn watch_json(
+    before: &[&str],
+    name: &str,
+    secs: &str,
+    during: impl Future<Output = ()>,
+) -> Vec<Value> {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let mut child = tokio::process::Command::new(BIN)
+        .args(before)
+        .args(["watch", name, "--json", "--for", secs])
+        .env_remove("REDISSON_SYNC_PASSWORD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(15), lines.next_line())
+        .await
+        .expect("watch printed nothing")
+        .unwrap()
+        .expect("watch ended early");
+    let mut out = vec![serde_json::from_str::<Value>(&first).unwrap()];
+    assert_eq!(out[0]["event"], "watching", "{first}");
+    during.await;
+    while let Ok(Some(line)) = lines.next_line().await {
+        out.push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}")));
+    }
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
+    out
+}
+
+/// `(event, seen_by, owner)` of each event after the first.
+fn summary(events: &[Value]) -> Vec<(String, String, Option<u64>)> {
+    events[1..]
+        .iter()
+        .map(|e| {
+            (
+                e["event"].as_str().unwrap().to_owned(),
+                e["seen_by"].as_str().unwrap().to_owned(),
+                e["holder"]["owner"].as_u64(),
+            )
+        })
+        .collect()
+}
+
+fn s3(a: &str, b: &str, o: Option<u64>) -> (String, String, Option<u64>) {
+    (a.to_owned(), b.to_owned(), o)
+}
+
+#[tokio::test]
+async fn watch_json_tells_each_event_of_a_lock() {
+    let server = RedisServer::start_with(&["--notify-keyspace-events", "KA"]);
+    let c = client(&server);
+    let lock = c.lock("evt");
+    let url = server.url();
+    let events = watch_json(&["--redis", &url], "evt", "3", async {
+        let g = lock.lock_with_options(&owner(1)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(lock.force_unlock().await.unwrap());
+        drop(g);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let short = LockOptions::new()
+            .owner(Owner::new(2))
+            .lease(Duration::from_millis(400));
+        let _g = lock.lock_with_options(&short).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(800)).await;
+    })
+    .await;
+    assert_eq!(events[0]["keyspace_on"], true, "{}", events[0]);
+    assert_eq!(
+        summary(&events),
+        [
+            s3("acquired", "keyspace", Some(1)),
+            s3("force_unlocked", "keyspace", Some(1)),
+            s3("acquired", "keyspace", Some(2)),
+            s3("expired", "keyspace", Some(2)),
+        ]
+    );
+    assert_eq!(events[1]["holder"]["client_id"], c.id());
+    assert_eq!(events[2]["heard"][0]["payload"], "del");
+    assert_eq!(events[4]["snapshot"]["kind"], "none");
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_cluster_list_scans_every_master_and_watch_follows_a_handoff() {
+    let cluster = testkit::RedisCluster::start();
+    let seeds = cluster.seed_urls().join(",");
+    let c = Client::builder()
+        .cluster(cluster.seed_urls())
+        .connect()
+        .await
+        .unwrap();
+    // Locks on every master.
+    let names: Vec<String> = (0..12).map(|i| format!("cl:{i}")).collect();
+    let mut masters = std::collections::BTreeSet::new();
+    let mut guards = Vec::new();
+    for name in &names {
+        masters.insert(cluster.node_for_key(name).port);
+        guards.push(c.lock(name).lock_with_options(&owner(1)).await.unwrap());
+    }
+    assert_eq!(masters.len(), 3, "the names cover every master");
+    let out = ok(&cli_raw(&["--cluster", &seeds], &["list", "cl:*", "--json"]).await);
+    let mut listed: Vec<String> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["name"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    listed.sort();
+    let mut expected = names.clone();
+    expected.sort();
+    assert_eq!(listed, expected);
+    let v: Value = serde_json::from_str(&ok(&cli_raw(
+        &["--cluster", &seeds],
+        &["inspect", "cl:3", "--json"],
+    )
+    .await))
+    .unwrap();
+    assert_eq!(v["holders"][0]["client_id"], c.id());
+
+    // A handoff on a sharded channel (the crate's default pub/sub mode, AUTO).
+    let lock = c.lock("cl:hot");
+    let held = lock.lock_with_options(&owner(1)).await.unwrap();
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.lock_with_options(&owner(2)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let events = watch_json(&["--cluster", &seeds], "cl:hot", "2", async {
+        held.unlock().await.unwrap();
+    })
+    .await;
+    assert_eq!(events[0]["keyspace_on"], false);
+    assert!(
+        events[0]["keyspace"]
+            .as_str()
+            .unwrap()
+            .contains("Redis Cluster"),
+        "{}",
+        events[0]
+    );
+    assert_eq!(
+        summary(&events),
+        [
+            s3("released", "message", Some(1)),
+            s3("acquired", "snapshot", Some(2))
+        ]
+    );
+    waiter.await.unwrap().unwrap().unlock().await.unwrap();
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn behind_sentinel_inspect_and_watch() {
+    let setup = testkit::RedisSentinel::start();
+    let sentinels = setup.sentinel_urls().join(",");
+    let c = Client::builder()
+        .sentinel(setup.sentinel_urls(), setup.master_name())
+        .connect()
+        .await
+        .unwrap();
+    let lock = c.lock("sn");
+    let held = lock.lock_with_options(&owner(4)).await.unwrap();
+    let target = [
+        "--sentinel",
+        sentinels.as_str(),
+        "--master",
+        setup.master_name(),
+    ];
+    let v: Value =
+        serde_json::from_str(&ok(&cli_raw(&target, &["inspect", "sn", "--json"]).await)).unwrap();
+    assert_eq!(
+        v["holders"],
+        json!([{"client_id": c.id(), "owner": 4, "count": 1}])
+    );
+    let out = ok(&cli_raw(&target, &["list"]).await);
+    assert!(out.contains("lock             sn  "), "{out}");
+    let events = watch_json(&target, "sn", "1.5", async {
+        held.unlock().await.unwrap();
+    })
+    .await;
+    assert_eq!(summary(&events), [s3("released", "message", Some(4))]);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn tls_an_acl_user_from_the_environment_and_a_prefix() {
+    // Skipped on a server build without TLS (Valkey 9.1.2's wheel), as tests/tls.rs does.
+    let build = testkit::ServerBuild::current();
+    if !build.supports_tls() {
+        eprintln!("skipped: server build {} has no TLS", build.name());
+        return;
+    }
+    let files = testkit::TlsFiles::generate();
+    let (server, tls_port) = RedisServer::start_tls(&files, &[]);
+    let mut raw = server.conn().await;
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("cli-user")
+        .arg("on")
+        .arg(">s3cret-pw")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let c = Client::builder()
+        .url(server.url())
+        .key_prefix("app:")
+        .build()
+        .unwrap();
+    let bare = client(&server);
+    let held = c.lock("order").lock_with_options(&owner(9)).await.unwrap();
+    let other = bare
+        .lock("order")
+        .lock_with_options(&owner(1))
+        .await
+        .unwrap();
+    let url = format!("rediss://127.0.0.1:{tls_port}");
+    let ca = files.ca_cert().to_string_lossy().into_owned();
+    let target = [
+        "--redis",
+        url.as_str(),
+        "--tls-ca",
+        ca.as_str(),
+        "--user",
+        "cli-user",
+        "--name-prefix",
+        "app:",
+    ];
+    let run = |args: &'static [&'static str], password: &'static str| async move {
+        tokio::process::Command::new(BIN)
+            .args(target)
+            .args(args)
+            .env_remove("REDIS_URL")
+            .env("REDISSON_SYNC_PASSWORD", password)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap()
+    };
+    let v: Value =
+        serde_json::from_str(&ok(&run(&["inspect", "order", "--json"], "s3cret-pw").await))
+            .unwrap();
+    assert_eq!(v["name"], "app:order");
+    assert_eq!(
+        v["holders"],
+        json!([{"client_id": c.id(), "owner": 9, "count": 1}])
+    );
+    // `list` matches after the prefix: the bare `order` is not listed.
+    let out = ok(&run(&["list", "*"], "s3cret-pw").await);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.contains("app:order"), "{out}");
+    // A wrong password: refused, and no password printed.
+    let out = run(&["inspect", "order"], "wrong-pw").await;
+    assert_eq!(out.status.code(), Some(1));
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        !text.contains("wrong-pw") && !text.contains("s3cret"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cannot reach Redis at rediss://127.0.0.1:"),
+        "{text}"
+    );
+    // Without the CA file the certificate is refused.
+    let out = cli_raw(&["--redis", &url], &["inspect", "order"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    // Force-unlock through the prefix removes app:order only.
+    let out = ok(&run(&["force-unlock", "order", "--yes"], "s3cret-pw").await);
+    assert!(out.contains("removed lock \"app:order\""), "{out}");
+    assert!(!out.contains("s3cret"), "{out}");
+    let exists: bool = raw.exists("order").await.unwrap();
+    assert!(exists);
+    let exists: bool = raw.exists("app:order").await.unwrap();
+    assert!(!exists);
+    drop(held);
+    other.unlock().await.unwrap();
+    // --help shows the environment variable, never its value.
+    let help = tokio::process::Command::new(BIN)
+        .arg("--help")
+        .env("REDISSON_SYNC_PASSWORD", "s3cret-pw")
+        .output()
+        .await
+        .unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert!(help.contains("REDISSON_SYNC_PASSWORD"), "{help}");
+    assert!(!help.contains("s3cret"), "{help}");
+    c.shutdown().await;
+    bare.shutdown().await;
 }
