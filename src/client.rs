@@ -144,6 +144,25 @@ impl Client {
         self.shared.conn.capabilities().await
     }
 
+    /// What the client keeps in memory now, for leak checks and dashboards: subscribed
+    /// channels, registered waiters, renewed holds, the record of holds per lock and holder,
+    /// and background tasks still running. Cheap (a few mutexes taken in turn); no I/O. After
+    /// every guard is released and every wait has ended, `channels`, `waiters`,
+    /// `watched_holds`, `counted_holds` and `background_tasks` are 0.
+    pub fn stats(&self) -> crate::observe::ClientStats {
+        let (channels, waiters, observers) = self.shared.pubsub.sizes();
+        let (record_slots, counted_holds) = self.locks.record.sizes();
+        crate::observe::ClientStats {
+            channels,
+            waiters,
+            observers,
+            watched_holds: self.shared.watchdog.watched(),
+            record_slots,
+            counted_holds,
+            background_tasks: self.shared.tasks.pending(),
+        }
+    }
+
     /// A reentrant lock named `name` (the Redis key, mapped by the client's [`NameMapper`] if it has one; Redisson's
     /// `getLock(name)`). Creating the handle does no I/O.
     pub fn lock(&self, name: impl Into<String>) -> Lock {

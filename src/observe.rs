@@ -142,6 +142,29 @@ pub fn describe_metrics() {
 }
 
 /// How an acquisition ended.
+/// What a client keeps in memory now ([`Client::stats`](crate::Client::stats)): what a soak
+/// watches for growth.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Pub/sub channels the client is subscribed to (or subscribing) for its waiters and
+    /// observers.
+    pub channels: usize,
+    /// Waits registered on those channels.
+    pub waiters: usize,
+    /// Event streams ([`Client::events`](crate::Client::events)) registered on them.
+    pub observers: usize,
+    /// Holds the watchdog renews (one per lock and holder, however many re-entries).
+    pub watched_holds: usize,
+    /// Entries of the client's record of lock holds (one per lock and holder used lately;
+    /// idle ones are swept once a shard holds 256, so this stays bounded).
+    pub record_slots: usize,
+    /// Lock holds the record counts (held through a guard of this client).
+    pub counted_holds: u64,
+    /// Background tasks still running: releases of dropped guards, undos, cleanups.
+    pub background_tasks: usize,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
     Acquired,

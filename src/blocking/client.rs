@@ -96,6 +96,11 @@ impl Client {
         self.rt.client.config()
     }
 
+    /// What the client keeps in memory now ([`Client::stats`](crate::Client::stats)).
+    pub fn stats(&self) -> crate::observe::ClientStats {
+        self.rt.client.stats()
+    }
+
     /// The async client inside, for async code: the same id, connections and locks (a lock
     /// taken through it is the same lock). Its background work runs on this client's runtime,
     /// which lives as long as a blocking handle does.

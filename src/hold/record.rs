@@ -165,6 +165,19 @@ impl Record {
         lock(&self.shards[(key.hash >> 32) as usize % SHARDS])
     }
 
+    /// Slots kept now (one per lock and holder the client used lately, swept once a shard
+    /// holds [`SWEEP_AT`]) and holds counted in them.
+    pub(crate) fn sizes(&self) -> (usize, u64) {
+        let mut slots = 0;
+        let mut held = 0;
+        for shard in self.shards.iter() {
+            let shard = lock(shard);
+            slots += shard.len();
+            held += shard.values().map(|s| u64::from(s.held)).sum::<u64>();
+        }
+        (slots, held)
+    }
+
     /// How many of `field`'s holds of `name` the client counts now, or an operation on them is
     /// in flight (`u32::MAX`: the count is not settled, so the holder may hold it): read
     /// without waiting.

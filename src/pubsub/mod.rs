@@ -94,6 +94,11 @@ impl PubSub {
         self.registry.any_waiters()
     }
 
+    /// Channels subscribed for this client, waiters and observers registered on them.
+    pub(crate) fn sizes(&self) -> (usize, usize, usize) {
+        self.registry.sizes()
+    }
+
     /// Registers an observer of `channel` (whose waiters, if any, wake by `policy`): every
     /// message received on it is sent to `tx`, and [`Observed::Gap`] after every
     /// (re)subscription. It shares the channel's subscription as a waiter does; await

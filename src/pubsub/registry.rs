@@ -273,6 +273,17 @@ impl Registry {
     pub(crate) fn is_empty(&self) -> bool {
         self.channels().is_empty()
     }
+
+    /// Channels, waiters and observers registered now.
+    pub(crate) fn sizes(&self) -> (usize, usize, usize) {
+        let channels = self.channels();
+        let observers = channels.values().map(|e| e.observers.len()).sum();
+        (
+            channels.len(),
+            self.waiters.load(Ordering::Relaxed),
+            observers,
+        )
+    }
 }
 
 #[cfg(test)]

@@ -106,6 +106,11 @@ impl Watchdog {
         Self { registry, lease }
     }
 
+    /// Holds renewed now.
+    pub(crate) fn watched(&self) -> usize {
+        self.registry.entries().len()
+    }
+
     /// Starts renewing `field`'s hold of `key` the `renewal` way (or counts one more guard on
     /// it), after an acquire sent at `sent` was confirmed, with the watchdog timeout as its
     /// lease; returns the lease the guards of this hold share. `tag` and `owner` are what its

@@ -64,6 +64,19 @@ impl Agent {
     async fn run(&self, op: Op) -> Result<Reply, Failure> {
         match op {
             Op::Ping => Ok(vec![]),
+            Op::Stats => {
+                let s = self.client.stats();
+                Ok(vec![
+                    ("channels", s.channels.into()),
+                    ("waiters", s.waiters.into()),
+                    ("observers", s.observers.into()),
+                    ("watched_holds", s.watched_holds.into()),
+                    ("record_slots", s.record_slots.into()),
+                    ("counted_holds", s.counted_holds.into()),
+                    ("background_tasks", s.background_tasks.into()),
+                    ("agent_holds", self.holds.kept().into()),
+                ])
+            }
             Op::Lock {
                 kind,
                 name,

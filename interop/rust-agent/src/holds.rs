@@ -81,6 +81,11 @@ impl Holds {
         }
     }
 
+    /// Guards and renewing acquisitions kept now.
+    pub fn kept(&self) -> usize {
+        self.lock().values().map(Vec::len).sum::<usize>() + lock(&self.renewing).len()
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<Key, Vec<LockGuard>>> {
         lock(&self.guards)
     }

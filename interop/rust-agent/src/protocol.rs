@@ -117,6 +117,9 @@ pub struct Request {
 #[derive(Debug)]
 pub enum Op {
     Ping,
+    /// This agent's extension (not in the protocol): the client's `stats()` and the process's
+    /// resident memory, for the soak.
+    Stats,
     Lock {
         kind: Kind,
         name: String,
@@ -288,6 +291,7 @@ impl Op {
             | Self::PsemAcquire { owner, .. } => Some(*owner),
             Self::Stress(stress) => Some(stress.owner),
             Self::Ping
+            | Self::Stats
             | Self::ForceUnlock { .. }
             | Self::IsLocked { .. }
             | Self::RemainingTtl { .. }
@@ -313,7 +317,7 @@ impl Op {
 
     /// Lock, semaphore and latch operations carry `start_ns` and `end_ns` in their responses.
     pub fn is_timed(&self) -> bool {
-        !matches!(self, Self::Ping | Self::Bench(_))
+        !matches!(self, Self::Ping | Self::Stats | Self::Bench(_))
     }
 }
 
@@ -423,6 +427,9 @@ const LOCK_OPS: &[&str] = &[
 fn parse_op(op: &str, f: &Fields<'_>) -> Result<Op, Failure> {
     if op == "ping" {
         return Ok(Op::Ping);
+    }
+    if op == "stats" {
+        return Ok(Op::Stats);
     }
     if LOCK_OPS.contains(&op) {
         return parse_lock_op(op, f);
@@ -1324,7 +1331,7 @@ mod fuzz {
 
     fn request() -> impl Strategy<Value = (Value, String)> {
         let mut ops: Vec<&str> = TIMED_OPS.to_vec();
-        ops.extend(["ping", "bench", "stress", "no_such_op", ""]);
+        ops.extend(["ping", "stats", "bench", "stress", "no_such_op", ""]);
         let id = prop_oneof![
             4 => any::<i64>().prop_map(Value::from),
             1 => Just(json!(u64::MAX)),

@@ -22,6 +22,7 @@
 
 mod nemesis;
 mod rng;
+mod soak;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -80,6 +81,11 @@ struct Options {
     /// `--server BUILD`: the server build, which `REDISSON_SYNC_SERVER` must select too
     /// (`scripts/faults --server` sets both); output under `target/faults/<build>-...`.
     server: Option<String>,
+    /// `--soak`: the soak (`scripts/soak`, module `soak`): one server, a fault every 5-15 s,
+    /// each owner pausing 20 ms between batches, sampled every `sample`; output under
+    /// `target/soak/`.
+    soak: bool,
+    sample: Duration,
 }
 
 impl Options {
@@ -94,6 +100,8 @@ impl Options {
             slice: Duration::from_secs(8),
             redisson: "4.7.0".into(),
             server: None,
+            soak: false,
+            sample: Duration::from_secs(60),
         };
         while let Some(arg) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -115,6 +123,8 @@ impl Options {
                 "--slice" => options.slice = Duration::from_secs(number(&arg, &value()?)?),
                 "--redisson" => options.redisson = value()?,
                 "--server" => options.server = Some(value()?),
+                "--soak" => options.soak = true,
+                "--sample" => options.sample = Duration::from_secs(number(&arg, &value()?)?),
                 _ => return Err(format!("unknown argument {arg:?}")),
             }
         }
@@ -128,8 +138,11 @@ impl Options {
                 testkit::SERVER_ENV
             ));
         }
-        if options.duration.is_zero() || options.slice.is_zero() {
-            return Err("--duration and --slice must be at least 1".into());
+        if options.duration.is_zero() || options.slice.is_zero() || options.sample.is_zero() {
+            return Err("--duration, --slice and --sample must be at least 1".into());
+        }
+        if options.soak && (options.cluster || options.sentinel) {
+            return Err("--soak runs on one server: leave out --mode".into());
         }
         Ok(options)
     }
@@ -147,7 +160,8 @@ fn main() -> ExitCode {
             eprintln!("interop-faults: {message}");
             eprintln!(
                 "usage: interop-faults [--root DIR] [--seed N] [--duration SECS] [--slice SECS] \
-                 [--redisson VERSION] [--mode single|cluster] | --recheck DIR"
+                 [--redisson VERSION] [--mode single|cluster|sentinel] [--server BUILD] \
+                 [--soak [--sample SECS]] | --recheck DIR"
             );
             return ExitCode::from(2);
         }
@@ -404,22 +418,29 @@ fn access(kind: &str) -> Access {
 }
 
 fn run(options: &Options) -> Result<bool, String> {
-    let out = options.root.join("target/faults").join(format!(
-        "{}{}seed-{}",
-        options
-            .server
-            .as_ref()
-            .map(|b| format!("{b}-"))
-            .unwrap_or_default(),
-        if options.cluster {
-            "cluster-"
-        } else if options.sentinel {
-            "sentinel-"
+    let out = options
+        .root
+        .join(if options.soak {
+            "target/soak"
         } else {
-            ""
-        },
-        options.seed
-    ));
+            "target/faults"
+        })
+        .join(format!(
+            "{}{}seed-{}",
+            options
+                .server
+                .as_ref()
+                .map(|b| format!("{b}-"))
+                .unwrap_or_default(),
+            if options.cluster {
+                "cluster-"
+            } else if options.sentinel {
+                "sentinel-"
+            } else {
+                ""
+            },
+            options.seed
+        ));
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     // One server behind a proxy per agent, or a cluster the agents reach directly.
@@ -507,9 +528,14 @@ fn run(options: &Options) -> Result<bool, String> {
     ];
     reseed(&agents[0], &semaphores)?;
     println!(
-        "fault suite: seed {} | {} s, a kind every {} s | redis {} | rust agent {} | \
+        "{}: seed {} | {} s, a kind every {} s | redis {} | rust agent {} | \
          java agent: Redisson {} | watchdog {WATCHDOG_MS} ms, fair wait {FAIR_WAIT_MS} ms | \
          output in {}",
+        if options.soak {
+            "soak (a fault every 5-15 s, sampled every minute or --sample)"
+        } else {
+            "fault suite"
+        },
         options.seed,
         options.duration.as_secs(),
         options.slice.as_secs(),
@@ -548,7 +574,7 @@ fn run(options: &Options) -> Result<bool, String> {
     let sentinel_url = sentinel
         .as_ref()
         .map(|setup| setup.lock().unwrap().sentinel_urls()[0].clone());
-    let (faults, evictions, logs, sentinel_events) = thread::scope(|scope| {
+    let (faults, evictions, logs, sentinel_events, samples) = thread::scope(|scope| {
         let sentinel_events = sentinel_url.as_deref().map(|url| {
             let stop = &stop;
             scope.spawn(move || nemesis::watch_sentinel(url, stop))
@@ -575,6 +601,11 @@ fn run(options: &Options) -> Result<bool, String> {
                 options.seed,
                 deadline,
                 &stop,
+                if options.soak {
+                    (5000, 15000)
+                } else {
+                    (200, 800)
+                },
                 &mut |fault, evicted| {
                     let line = fault_json(fault);
                     let _ = writeln!(fault_log.lock().unwrap(), "{line}");
@@ -596,21 +627,42 @@ fn run(options: &Options) -> Result<bool, String> {
                     slice: options.slice,
                     deadline,
                     sentinel: options.sentinel,
+                    pace: if options.soak {
+                        Duration::from_millis(20)
+                    } else {
+                        Duration::ZERO
+                    },
                 };
                 scope.spawn(move || work(agent, owner, plan, name_of))
             })
             .collect();
+        let sampler = match (&server, options.soak) {
+            (Some(server), true) => {
+                let (agents, proxies, stop) = (&agents, &proxies, &stop);
+                let every = options.sample;
+                Some(scope.spawn(move || {
+                    soak::sampler(agents, proxies, server, every, started, deadline, stop)
+                }))
+            }
+            _ => None,
+        };
         let (faults, evictions) = nemesis.join().expect("nemesis panicked");
-        stop.store(true, Ordering::Relaxed);
         let logs: Vec<WorkerLog> = workers
             .into_iter()
             .map(|w| w.join().expect("worker panicked"))
             .collect();
+        stop.store(true, Ordering::Relaxed);
+        let samples = sampler.map(|s| s.join().expect("sampler panicked"));
         let sentinel_events =
             sentinel_events.map(|w| w.join().expect("Sentinel event watcher panicked"));
-        (faults, evictions, logs, sentinel_events)
+        (faults, evictions, logs, sentinel_events, samples)
     });
     let ran = started.elapsed();
+    // The soak: the Rust clients settle once the load ends (background releases,
+    // unsubscriptions); what they still hold then is judged.
+    let settled = samples
+        .as_ref()
+        .map(|_| soak::settle(&agents, Duration::from_secs(20)));
 
     let holds: Vec<Hold> = logs.iter().flat_map(|l| l.holds.iter().cloned()).collect();
     write_holds(&out.join("holds.jsonl"), &holds)?;
@@ -726,6 +778,21 @@ fn run(options: &Options) -> Result<bool, String> {
             leftovers.join("; ")
         }
     );
+    if let (Some(samples), Some(settled)) = (&samples, &settled) {
+        let labels: Vec<String> = agents.iter().map(|a| a.label.clone()).collect();
+        let title = format!(
+            "soak: seed {}, {:.0} min, a fault every 5-15 s, sampled every {} s",
+            options.seed,
+            ran.as_secs_f64() / 60.0,
+            options.sample.as_secs()
+        );
+        let (grown, lines) = soak::finish(&out, &labels, samples, &holds, settled, &title)?;
+        text.push_str(&lines);
+        for g in &grown {
+            let _ = writeln!(text, "GROWTH {g}");
+        }
+        failures.extend(grown);
+    }
     let clean = report.is_clean() && leftovers.is_empty() && failures.is_empty();
     let _ = writeln!(
         text,
@@ -783,6 +850,8 @@ struct Plan {
     deadline: Instant,
     /// Behind Sentinel (no semaphore kinds).
     sentinel: bool,
+    /// A pause between batches (the soak's lower load).
+    pace: Duration,
 }
 
 fn work(agent: &Agent, owner: u64, plan: Plan, name_of: &dyn Fn(&str) -> String) -> WorkerLog {
@@ -792,6 +861,7 @@ fn work(agent: &Agent, owner: u64, plan: Plan, name_of: &dyn Fn(&str) -> String)
         slice,
         deadline,
         sentinel,
+        pace,
     } = plan;
     let mut log = WorkerLog::default();
     let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(owner) ^ hash(&agent.label));
@@ -820,6 +890,9 @@ fn work(agent: &Agent, owner: u64, plan: Plan, name_of: &dyn Fn(&str) -> String)
             "rw" => "read",
             other => other,
         };
+        if !pace.is_zero() {
+            thread::sleep(pace);
+        }
         let name = name_of(family);
         let request = json!({
             "op": "stress",

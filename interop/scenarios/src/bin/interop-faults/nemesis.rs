@@ -69,18 +69,22 @@ pub fn run(
     seed: u64,
     deadline: Instant,
     stop: &AtomicBool,
+    every_ms: (u64, u64),
     log: &mut dyn FnMut(&Fault, &[Eviction]),
 ) -> (Vec<Fault>, Vec<Eviction>) {
     let mut rng = Rng::new(seed ^ 0x006e_656d_6573_6973);
     let mut faults = Vec::new();
     let mut evictions = Vec::new();
-    // At most one fault every 200 ms: the loop is bounded by the run's length.
+    // At most one fault every `every_ms.0` ms: the loop is bounded by the run's length.
     let bound = 1 + deadline
         .saturating_duration_since(Instant::now())
         .as_millis()
-        / 200;
+        / u128::from(every_ms.0.max(1));
     for _ in 0..bound {
-        sleep_until_stop(Duration::from_millis(rng.range(200, 800)), stop);
+        sleep_until_stop(
+            Duration::from_millis(rng.range(every_ms.0, every_ms.1)),
+            stop,
+        );
         if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
             break;
         }
