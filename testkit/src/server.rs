@@ -422,14 +422,16 @@ pub(crate) fn make_dir(parent: Option<&Path>) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// Polls until the server accepts a connection and replies `+PONG` to PING.
+/// Polls until the server accepts a connection and replies `+PONG` to PING, and is `child`:
+/// another process that took the port meanwhile (another test's server, a fault proxy in front
+/// of one) answers PING too, and a test would then run against it.
 fn wait_ready(addr: SocketAddr, child: &mut Child) -> Result<(), String> {
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             return Err(format!("redis-server exited early with {status}"));
         }
-        if ping(addr) {
+        if ping(addr, child.id()) {
             return Ok(());
         }
         if Instant::now() >= deadline {
@@ -441,31 +443,56 @@ fn wait_ready(addr: SocketAddr, child: &mut Child) -> Result<(), String> {
     }
 }
 
-/// One raw RESP PING round trip; true only for a `+PONG` reply.
-fn ping(addr: SocketAddr) -> bool {
+/// One raw RESP round trip of `PING` and `INFO server`: true for a `+PONG` reply from the
+/// process `pid` (`process_id:`), or from a server that refuses `INFO` to this connection.
+fn ping(addr: SocketAddr, pid: u32) -> bool {
     let timeout = Duration::from_millis(500);
     let Ok(mut stream) = TcpStream::connect_timeout(&addr, timeout) else {
         return false;
     };
     let _ = stream.set_read_timeout(Some(timeout));
     let _ = stream.set_write_timeout(Some(timeout));
-    if stream.write_all(b"*1\r\n$4\r\nPING\r\n").is_err() {
+    if stream
+        .write_all(b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+        .is_err()
+    {
         return false;
     }
-    let mut buf = [0u8; 64];
-    let mut len = 0;
-    while len < buf.len() {
-        match stream.read(&mut buf[len..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                len += n;
-                if buf[..len].ends_with(b"\r\n") {
-                    break;
-                }
-            }
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    // Bounded: an INFO server reply is a few KiB.
+    while buf.len() < 64 * 1024 {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if let Some(verdict) = ping_verdict(&buf, pid) {
+            return verdict;
         }
     }
-    buf[..len].starts_with(b"+PONG")
+    false
+}
+
+/// What the bytes read so far say: `None` until the replies are complete enough.
+fn ping_verdict(buf: &[u8], pid: u32) -> Option<bool> {
+    const PONG: &[u8] = b"+PONG\r\n";
+    if buf.len() < PONG.len() {
+        return (!PONG.starts_with(buf)).then_some(false);
+    }
+    if !buf.starts_with(PONG) {
+        return Some(false);
+    }
+    let rest = &buf[PONG.len()..];
+    if rest.first() == Some(&b'-') {
+        return rest.windows(2).any(|w| w == b"\r\n").then_some(true);
+    }
+    let text = String::from_utf8_lossy(rest);
+    let line = text
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix("process_id:"))?;
+    // The line is whole once its "\r\n" arrived.
+    text.contains(&format!("process_id:{line}\r\n"))
+        .then(|| line.trim() == pid.to_string())
 }
 
 fn kill_and_wait(child: &mut Child) {
@@ -482,4 +509,30 @@ fn server_output(dir: &Path) -> String {
         read("stdout.log"),
         read("stderr.log")
     )
+}
+
+#[cfg(test)]
+mod ready_tests {
+    use super::ping_verdict;
+
+    #[test]
+    fn only_the_spawned_process_is_ready() {
+        let info = |pid: &str| {
+            format!(
+                "+PONG\r\n$60\r\n# Server\r\nredis_version:7.0.15\r\nprocess_id:{pid}\r\ntcp_port:1\r\n\r\n"
+            )
+        };
+        assert_eq!(ping_verdict(info("4242").as_bytes(), 4242), Some(true));
+        assert_eq!(ping_verdict(info("4243").as_bytes(), 4242), Some(false));
+        // Incomplete: read on.
+        assert_eq!(ping_verdict(b"+PO", 4242), None);
+        assert_eq!(
+            ping_verdict(b"+PONG\r\n$60\r\n# Server\r\nprocess_id:42", 4242),
+            None
+        );
+        assert_eq!(ping_verdict(b"+PONG\r\n", 4242), None);
+        // Not a server that is up, or one that refuses INFO to this connection.
+        assert_eq!(ping_verdict(b"-LOADING\r\n", 4242), Some(false));
+        assert_eq!(ping_verdict(b"+PONG\r\n-NOPERM no\r\n", 4242), Some(true));
+    }
 }
