@@ -235,7 +235,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
-        run: rwlock::write_wakes_readers,
+        run: wakeup::write_wakes_readers,
     },
     Scenario {
         name: "rw watchdog",

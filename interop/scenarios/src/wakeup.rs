@@ -943,3 +943,68 @@ fn parked_in_redisson(pid: u32, file: &std::path::Path) -> Value {
         "threads_parked_in_a_lock_wait": parked,
     })
 }
+
+/// `writer_side` holds the write lock while three readers of the other side wait; its release
+/// (`1`) wakes all of them at once, each within [`WAKE_BOUND_MS`]; they then hold together.
+/// Repeated a few times for the latency figures. A Redisson reader that misses the message by
+/// Redisson's own race (`LockPubSub` wakes only the readers already parked: RELIABILITY.md,
+/// "What the suite found in Redisson") is reported, with the evidence [`Watch`] takes,
+/// and woken by a second message; any other miss fails.
+pub(super) fn write_wakes_readers(
+    ctx: &Ctx,
+    writer_side: Impl,
+    reader_side: Impl,
+) -> Result<String, String> {
+    const READERS: u64 = 3;
+    let (w, r) = (ctx.agent(writer_side), ctx.agent(reader_side));
+    let (name, owner, mut con) = (ctx.name("rw-wake"), ctx.owner(), ctx.con()?);
+    let channel = rw_channel(&name);
+    let mut watch = Watch::start(ctx, channel.clone())?;
+    let rounds = if ctx.options.smoke { 3 } else { 10 };
+    let mut latencies = Vec::new();
+    let mut missed = Vec::new();
+    for round in 0..rounds {
+        lock(w, "write", &name, owner)?;
+        let readers: Vec<u64> = (1..=READERS).map(|i| owner + i).collect();
+        let mut pending = Vec::new();
+        for o in &readers {
+            pending.push((*o, r.send(lock_request("read", &name, *o, None))?));
+        }
+        let waiting: Vec<(&Agent, u64)> = pending.iter().map(|(_, id)| (r, *id)).collect();
+        // Two subscribers: the readers' agent's, and the runner's.
+        wait_waiting(&mut con, &channel, 2, &waiting)?;
+        watch.before_release()?;
+        let released = unlock(w, "write", &name, owner)?;
+        let released_ns = ns_field(w, &released, "start_ns")?;
+        watch.after_release()?;
+        let wakes = woken(r, &pending, released_ns)?;
+        latencies.extend(&wakes.woken);
+        if !wakes.slow.is_empty() {
+            let tag = format!("rw-wake-{}-{round}", r.label.replace('#', ""));
+            watch
+                .explain(r, "1", &wakes.slow, &tag)?
+                .accept()
+                .map_err(|e| format!("round {round}: {e}"))?;
+            missed.push(format!("round {round}: {}", wakes.slow.len()));
+        }
+        let holders: Vec<&Agent> = readers.iter().map(|_| r).collect();
+        expect_readers(&mut con, &name, &holders)?;
+        for o in &readers {
+            unlock(r, "read", &name, *o)?;
+        }
+        expect_free(&mut con, &name)?;
+    }
+    latencies.sort_by(f64::total_cmp);
+    Ok(format!(
+        "{rounds} rounds x {READERS} readers, write unlock start -> each reader acquired: {}{}",
+        figures(&latencies),
+        if missed.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; missed by Redisson's race, woken by a second message: {}",
+                missed.join(", ")
+            )
+        }
+    ))
+}
