@@ -407,7 +407,7 @@ fn s13(env: &Env, report: &mut Report, deploy: &mut Deploy) -> Result<Vec<String
         } else {
             present.min(n - lost as u64)
         };
-        rt.block_on(release_all(guards))?;
+        let lost_at_release = rt.block_on(release_all(guards))?;
         rt.block_on(client.shutdown());
         drop(rt);
 
@@ -430,7 +430,7 @@ fn s13(env: &Env, report: &mut Report, deploy: &mut Deploy) -> Result<Vec<String
         }
         if held != n {
             report.notes.push(format!(
-                "S13 {}: {} of {n} locks still held after {} s ({lost} guards report a loss)",
+                "S13 {}: {} of {n} locks still held after {} s ({lost} guards report a loss, {lost_at_release} releases found the lock lost)",
                 deploy.label,
                 held,
                 (period * 6).as_secs_f64()
@@ -482,7 +482,9 @@ async fn acquire_all(client: &Client, names: &[String]) -> Result<Vec<LockGuard>
     Ok(guards)
 }
 
-async fn release_all(guards: Vec<LockGuard>) -> Result<()> {
+/// Releases every guard; returns how many releases found their lock already lost
+/// (`Error::LeaseLost`), which S13 reports instead of failing.
+async fn release_all(guards: Vec<LockGuard>) -> Result<u64> {
     let tasks = 64;
     let mut parts: Vec<Vec<LockGuard>> = (0..tasks).map(|_| Vec::new()).collect();
     for (i, g) in guards.into_iter().enumerate() {
@@ -491,16 +493,22 @@ async fn release_all(guards: Vec<LockGuard>) -> Result<()> {
     let mut handles = Vec::new();
     for part in parts {
         handles.push(tokio::spawn(async move {
+            let mut lost = 0u64;
             for g in part {
-                g.unlock().await.map_err(|e| format!("unlock: {e}"))?;
+                match g.unlock().await {
+                    Ok(()) => {}
+                    Err(redisson_sync::Error::LeaseLost { .. }) => lost += 1,
+                    Err(e) => return Err(format!("unlock: {e}")),
+                }
             }
-            Ok::<_, String>(())
+            Ok::<_, String>(lost)
         }));
     }
+    let mut lost = 0;
     for h in handles {
-        h.await.map_err(|e| format!("task: {e}"))??;
+        lost += h.await.map_err(|e| format!("task: {e}"))??;
     }
-    Ok(())
+    Ok(lost)
 }
 
 fn worker(env: &Env, deploy: &Deploy, args: &[String], label: &str) -> Result<Child> {
