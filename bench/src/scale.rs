@@ -483,7 +483,7 @@ async fn acquire_all(client: &Client, names: &[String]) -> Result<Vec<LockGuard>
 }
 
 /// Releases every guard; returns how many releases found their lock already lost
-/// (`Error::LeaseLost`), which S13 reports instead of failing.
+/// (`Error::LeaseLost` or `Error::NotHeld`), which S13 reports instead of failing.
 async fn release_all(guards: Vec<LockGuard>) -> Result<u64> {
     let tasks = 64;
     let mut parts: Vec<Vec<LockGuard>> = (0..tasks).map(|_| Vec::new()).collect();
@@ -497,7 +497,7 @@ async fn release_all(guards: Vec<LockGuard>) -> Result<u64> {
             for g in part {
                 match g.unlock().await {
                     Ok(()) => {}
-                    Err(redisson_sync::Error::LeaseLost { .. }) => lost += 1,
+                    Err(e) if e.is_not_held() => lost += 1,
                     Err(e) => return Err(format!("unlock: {e}")),
                 }
             }
