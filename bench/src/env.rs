@@ -125,6 +125,14 @@ pub struct Sizes {
     pub s6_idle_window: std::time::Duration,
     /// The two pair counts of the callgrind runs (`bench/src/instructions.rs`).
     pub instructions: (u64, u64),
+    /// S13: locks held in one client, and the watchdog timeout they are held with.
+    pub s13_locks: Vec<u64>,
+    pub s13_lease: std::time::Duration,
+    /// S14: fair-lock waiters in all (across 4 processes).
+    pub s14_waiters: Vec<u64>,
+    /// S15: names (each contended by 8 processes), and how long each size runs.
+    pub s15_names: Vec<u64>,
+    pub s15_millis: u64,
 }
 
 impl Sizes {
@@ -147,6 +155,11 @@ impl Sizes {
                 s6_in_agent: 20,
                 s6_idle_window: std::time::Duration::from_secs(1),
                 instructions: (100, 600),
+                s13_locks: vec![10, 30, 100],
+                s13_lease: std::time::Duration::from_millis(600),
+                s14_waiters: vec![4, 8, 16],
+                s15_names: vec![1, 2, 4],
+                s15_millis: 200,
             }
         } else {
             Self {
@@ -166,6 +179,11 @@ impl Sizes {
                 s6_in_agent: 1_000,
                 s6_idle_window: std::time::Duration::from_secs(3),
                 instructions: (200, 1_200),
+                s13_locks: vec![1_000, 10_000, 100_000],
+                s13_lease: std::time::Duration::from_secs(3),
+                s14_waiters: vec![100, 1_000, 10_000],
+                s15_names: vec![10, 100, 1_000],
+                s15_millis: 3_000,
             }
         }
     }

@@ -19,6 +19,11 @@
 //!    writes `BENCHMARKS.md`, `bench/handoff.svg` (CDF of contended handoff latency) and
 //!    `bench/results.csv` (every repetition) at the repository root ([`report`], [`svg`]).
 //!
+//! S13–S15 ([`scale`]) are the scale figures of issue 29: many locks held in one client, many
+//! fair-lock waiters across 4 processes, many names contended by 8 processes, each at three
+//! sizes on the run's server and on a 3+3 cluster; Rust only, their own tables in
+//! `BENCHMARKS.md` ("Scale"). The processes are `bench/src/bin/scale-worker.rs`.
+//!
 //! `--quick` takes seconds (tiny counts, one repetition), judges no target but fails on any
 //! protocol error, and writes under `target/bench/` instead; so does a run with `--only` or
 //! fewer than 3 repetitions, so the committed results always come from a full run.
@@ -35,6 +40,7 @@ mod instructions;
 mod memory;
 mod replicas;
 mod report;
+mod scale;
 mod scenarios;
 mod stats;
 mod svg;
@@ -138,7 +144,7 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
         ..Report::default()
     };
     step("warm-up", || scenarios::warm_up(env)).map_err(|e| format!("warm-up: {e}"))?;
-    let plan: [(&str, Step); 12] = [
+    let plan: [(&str, Step); 13] = [
         ("S0", |e, r, _| scenarios::s0(e, r)),
         ("S1", scenarios::s1),
         ("S2", scenarios::s2),
@@ -151,9 +157,16 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
         ("S10", |e, r, _| composed::s10(e, r)),
         ("S11", |e, r, _| cluster::s11(e, r)),
         ("S12", |e, r, _| replicas::s12(e, r)),
+        ("S13-S15", |e, r, _| scale::run(e, r)),
     ];
     for (id, f) in plan {
-        if !env.options.runs(id) {
+        let scale = ["S13", "S14", "S15"];
+        let selected = if id == "S13-S15" {
+            scale.iter().any(|s| env.options.runs(s))
+        } else {
+            env.options.runs(id)
+        };
+        if !selected {
             continue;
         }
         match step(id, || f(env, &mut report, &scripts)) {
@@ -175,6 +188,9 @@ fn run(env: &Env, args: &[String], started: Instant) -> Result<(), String> {
     }
     for note in &report.notes {
         println!("{note}");
+    }
+    for table in &report.scale {
+        println!("\n{table}");
     }
     let out = Outputs::choose(&env.options);
     std::fs::create_dir_all(out.svg.parent().unwrap_or(Path::new(".")))
@@ -502,6 +518,20 @@ fn markdown(
     }
     md.push('\n');
 
+    if !report.scale.is_empty() {
+        let _ = writeln!(md, "## Scale (S13–S15)\n");
+        let _ = writeln!(
+            md,
+            "Rust only, one repetition, each at three sizes, on the run's server and on a Redis \
+             Cluster of 3 masters with one replica each (3+3; the client's default replica sync: \
+             `WAIT` after every lock write in a cluster). How the cost grows with the count is \
+             read down each table.\n"
+        );
+        for table in &report.scale {
+            let _ = writeln!(md, "{table}");
+        }
+    }
+
     let _ = writeln!(md, "## The ceiling: redis-benchmark on the same server\n");
     md.push_str(&report.ceiling_table());
     let _ = writeln!(
@@ -585,4 +615,26 @@ size, each task on keys of its own (Redisson's `RFencedLock`, `RSpinLock`, `RNon
 (not a Redisson structure) and a `MultiLock` of three `Lock`s, acquire+release pairs/s side by side.
 - **S11** Redis Cluster: a cluster of 3 masters of its own, one Rust and one Java agent with `--mode cluster --pubsub auto` (sharded on Redis 7); `bench` of kind `lock` at the S2 64- and 512-task sizes on distinct keys (spread over the slots), and the S3 size on one key (pair p50); the scripts each master served (`cmdstat_evalsha` + `cmdstat_eval`) show the spread. The single-server figures of the same sizes are S2's.
 - **S12** replica sync: a master with two replicas and three Sentinels of its own, agents in Sentinel mode; the S1 size (one task, lock+unlock pairs) with `WAIT` after each write (Rust `--sync-replicas auto`, Redisson's default `checkLockSyncedSlaves`), and Rust with `--sync-replicas off`; the notes give Rust's cost of `WAIT` as a ratio of the two p50s.
+- **S13** many locks held in one client (Rust only, `bench/src/scale.rs`): N locks (1,000, 10,000, \
+100,000) taken by one client of this process with a 3 s watchdog timeout (renewal period 1 s, batches of \
+100), then held for six periods. Over the first three, from `INFO` of every master: renewal scripts/s \
+(`cmdstat_evalsha` + `cmdstat_eval`), renewed locks/s (`cmdstat_pexpire`: `lua/lock/renew.lua` runs one \
+`PEXPIRE` per renewed lock) and Redis CPU per renewed lock (`used_cpu_sys` + `used_cpu_user` over renewed \
+locks). Over the last three, the renewal lag: `PTTL` of up to 2,000 of the locks polled every period / 8; \
+a renewal resets the TTL to the lease, so `now − (lease − PTTL)` dates the last renewal to the \
+millisecond, and a renewal's lag is its interval from the previous one minus the period (negative when a \
+lock taken between two ticks is renewed at the next one). At the end the guards' `is_lost()` and the keys \
+left on the masters (`SCAN`) count the locks still held: all must be.
+- **S14** fair-lock waiters across 4 processes (`bench/src/bin/scale-worker.rs fair`): a holder in this \
+process, then N waiters (100, 1,000, 10,000, a quarter in each process, each an owner of its own) queued at \
+once; once `redisson_lock_queue:{name}` holds N the holder unlocks and every waiter unlocks as soon as it \
+is granted. Grant-order inversions = pairs of waiters granted in the opposite order to the queue Redis \
+showed (must be 0); handoff = a grant's time − the previous holder's time just before its unlock, across \
+processes on `CLOCK_REALTIME`.
+- **S15** N names × 8 processes (`scale-worker pairs`): each process runs one task per name (10, 100, \
+1,000 names), each taking and releasing its lock in a loop for 3 s, so every lock has 8 contenders in \
+8 processes: pairs/s of all processes, and the pair latency p50/p99 (lock call to unlock return).
+- S13–S15 run on the run's server and on a 3+3 cluster of their own (3 masters, one replica each; \
+default client settings there: `WAIT` for the replica after every lock write, as Redisson in a cluster); \
+one repetition, Rust only (Redisson's agents are one process each and are not part of these figures).
 ";

@@ -133,6 +133,8 @@ pub struct Report {
     pub rtt_us: Option<f64>,
     /// Whether targets are judged (not in quick mode, whose counts are too small).
     pub judge: bool,
+    /// The scale tables of S13–S15 (Markdown, one per scenario).
+    pub scale: Vec<String>,
 }
 
 impl Report {
