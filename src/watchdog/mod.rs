@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use redis::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -304,23 +305,29 @@ async fn renew_kind(
     }
     // Slot by slot in a cluster (a script's keys must share one slot), each group in batches
     // of at most `batch_size`, as Redisson's LockRenewalScheduler groups them.
-    let mut groups: Vec<(SlotGroup, Vec<&Renew>)> = Vec::new();
+    let mut groups: FastMap<SlotGroup, Vec<&Renew>> = FastMap::default();
     for r in due {
-        let group = conn.slot_group(&r.watched.key);
-        match groups.iter_mut().find(|(g, _)| *g == group) {
-            Some((_, members)) => members.push(r),
-            None => groups.push((group, vec![r])),
-        }
+        groups
+            .entry(conn.slot_group(&r.watched.key))
+            .or_default()
+            .push(r);
     }
-    for (_, members) in &groups {
-        for batch in members.chunks(batch_size) {
+    // Up to RENEWALS_IN_FLIGHT batches at once: on a cluster a tick has about one batch per
+    // slot in use, which one after another (each with its replica `WAIT`) outlast the period.
+    let batches = groups
+        .values()
+        .flat_map(|members| members.chunks(batch_size.max(1)));
+    futures_util::stream::iter(batches)
+        .for_each_concurrent(RENEWALS_IN_FLIGHT, |batch| {
             let span = observe::renewal_batch_span(batch[0].watched.kind, batch.len(), client_id);
-            renew_batch(registry, conn, client_id, &lease_ms, lease, batch)
-                .instrument(span)
-                .await;
-        }
-    }
+            renew_batch(registry, conn, client_id, &lease_ms, lease, batch).instrument(span)
+        })
+        .await;
 }
+
+/// Renewal batches a tick has in flight at once: enough to pipeline a cluster's thousands of
+/// per-slot batches, few enough to leave most of a single server's pool (16) to the locks.
+const RENEWALS_IN_FLIGHT: usize = 8;
 
 struct Renew {
     watched: Watched,
