@@ -51,7 +51,12 @@
 //! it is a **lost wake-up** when that is longer than the bound: [`Params::rust_wakeup_ns`]
 //! when a waiter of the crate waited, else [`Params::java_wakeup_ns`] (Redisson falls back on
 //! the holder's TTL), plus [`Params::fair_wait_ns`] for the fair kinds (a waiter that gave up
-//! keeps the head of the queue until its slot times out).
+//! keeps the head of the queue until its slot times out), plus one lease ([`Params::lease_ns`])
+//! when an acquire of that name failed during the gap ([`Unanswered`]): Redis may have run an
+//! acquire whose reply the client never read (its response timeout ran out while a fault held
+//! the reply back, or the connection broke under it), and that grant, which no one uses or
+//! releases, keeps the lock until its lease runs out. Redisson leaves such a grant to its
+//! lease; the crate settles an acquire whose reply it lost, and gives back what it finds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -275,6 +280,19 @@ impl Eviction {
     }
 }
 
+/// A request of a lock user that failed (a response timeout, a broken connection) while it
+/// may have been acquiring `name`: Redis may have granted what the client never learnt of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unanswered {
+    /// The lock's name.
+    pub name: String,
+    /// When the request was sent, and when its caller had the error (or, for a batch of
+    /// requests, the batch's start and end).
+    pub start_ns: u64,
+    /// See `start_ns`.
+    pub end_ns: u64,
+}
+
 /// How long after the later grant an eviction may still be heard and explain an overlap: the
 /// notification reaches the nemesis a little after the eviction, which came before the grant.
 pub const EVICTION_HEARD_WITHIN: u64 = 500_000_000;
@@ -366,6 +384,11 @@ pub struct Report {
     /// The longest wait, after every fault had healed, in a gap that began within a second
     /// of a killed subscription (so its unlock message may have been lost).
     pub max_wakeup_after_lost_message_ns: u64,
+    /// Gaps longer than their usual bound, judged with one more lease because an acquire of
+    /// the name failed meanwhile ([`Unanswered`]).
+    pub gaps_after_unanswered: u64,
+    /// The longest of those, counted from the end of the faults.
+    pub max_wakeup_after_unanswered_ns: u64,
 }
 
 impl Report {
@@ -451,6 +474,13 @@ impl Report {
             "max wake-up after a lost message: {:.1} ms",
             ms(self.max_wakeup_after_lost_message_ns)
         );
+        let _ = writeln!(
+            out,
+            "gaps beyond the bound while an acquire of the name failed (a grant no one read, \
+             held until its lease ran out; one lease added): {}, longest {:.1} ms",
+            self.gaps_after_unanswered,
+            ms(self.max_wakeup_after_unanswered_ns)
+        );
         for o in self.violations() {
             let _ = writeln!(
                 out,
@@ -500,6 +530,18 @@ pub fn check_with_evictions(
     evictions: &[Eviction],
     params: &Params,
 ) -> Report {
+    check_all(holds, faults, evictions, &[], params)
+}
+
+/// Checks `holds` against `faults`, the keys the server evicted meanwhile, and the acquires
+/// that failed (which may have left a grant no one read).
+pub fn check_all(
+    holds: &[Hold],
+    faults: &[Fault],
+    evictions: &[Eviction],
+    unanswered: &[Unanswered],
+    params: &Params,
+) -> Report {
     let lost = Lost { faults, evictions };
     let mut report = Report::default();
     for fault in faults {
@@ -514,7 +556,8 @@ pub fn check_with_evictions(
         list.sort_by_key(|h| h.acquired_ns);
         overlaps(name, &list, &lost, params, &mut report);
         tokens(name, &list, &lost, &mut report);
-        gaps(name, &list, faults, params, &mut report);
+        let failed: Vec<&Unanswered> = unanswered.iter().filter(|u| u.name == name).collect();
+        gaps(name, &list, faults, &failed, params, &mut report);
     }
     report
 }
@@ -750,7 +793,14 @@ fn tokens(name: &str, list: &[&Hold], lost: &Lost<'_>, report: &mut Report) {
     }
 }
 
-fn gaps(name: &str, list: &[&Hold], faults: &[Fault], params: &Params, report: &mut Report) {
+fn gaps(
+    name: &str,
+    list: &[&Hold],
+    faults: &[Fault],
+    unanswered: &[&Unanswered],
+    params: &Params,
+    report: &mut Report,
+) {
     let capacity = match list.first().map(|h| h.access) {
         Some(Access::Permits(n)) => n as usize,
         _ => 1,
@@ -783,11 +833,21 @@ fn gaps(name: &str, list: &[&Hold], faults: &[Fault], params: &Params, report: &
         let kinds: BTreeSet<&str> = list.iter().map(|h| h.kind.as_str()).collect();
         kinds.into_iter().collect::<Vec<_>>().join("+")
     };
+    // `list` is sorted by acquire time: the waiters of a free stretch are among the holds
+    // acquired at or after its end, and once every hold from some index on was requested after
+    // its start (the suffix minimum of the request times), none further can be one.
+    let mut requested_min: Vec<u64> = list.iter().map(|h| h.requested_ns).collect();
+    for i in (0..requested_min.len().saturating_sub(1)).rev() {
+        requested_min[i] = requested_min[i].min(requested_min[i + 1]);
+    }
     for (from, to) in free {
-        let waiters: Vec<&Hold> = list
+        let first = list.partition_point(|h| h.acquired_ns < to);
+        let waiters: Vec<&Hold> = list[first..]
             .iter()
-            .copied()
-            .filter(|h| h.requested_ns <= from && h.acquired_ns >= to)
+            .zip(&requested_min[first..])
+            .take_while(|(_, min)| **min <= from)
+            .map(|(h, _)| *h)
+            .filter(|h| h.requested_ns <= from)
             .collect();
         if waiters.is_empty() {
             continue;
@@ -816,6 +876,25 @@ fn gaps(name: &str, list: &[&Hold], faults: &[Fault], params: &Params, report: &
         };
         if waiters.iter().any(|w| w.is_fair()) || list.iter().any(|h| h.is_fair()) {
             bound = params.java_wakeup_ns.max(bound) + params.fair_wait_ns;
+        }
+        // A grant no one read holds the lock for at most a lease after Redis ran it, which was
+        // no later than the failed request's end or the end of a fault holding it back.
+        let ran_by = |u: &Unanswered| {
+            faults
+                .iter()
+                .filter(|f| f.overlaps(u.start_ns, u.end_ns))
+                .map(|f| f.end_ns)
+                .fold(u.end_ns, u64::max)
+        };
+        if after_faults > bound
+            && unanswered
+                .iter()
+                .any(|u| u.start_ns <= to && from <= ran_by(u) + params.lease_ns)
+        {
+            bound += params.lease_ns;
+            report.gaps_after_unanswered += 1;
+            report.max_wakeup_after_unanswered_ns =
+                report.max_wakeup_after_unanswered_ns.max(after_faults);
         }
         let figures = report.kinds.entry(waiters[0].kind.clone()).or_default();
         figures.max_wakeup_ns = figures.max_wakeup_ns.max(after_faults);
@@ -1154,6 +1233,61 @@ mod tests {
             1
         );
         assert_eq!(check(&holds, &[], &params()).violations().count(), 1);
+    }
+
+    #[test]
+    fn a_failed_acquire_during_a_gap_adds_one_lease_to_its_bound() {
+        // Free from 100 ms to 3100 ms while rust#2 waited: 3000 ms, over the 2000 ms bound.
+        let mut waiter = hold("rust#2", "lock", 3100, 3200);
+        waiter.requested_ns = 50 * MS;
+        let holds = [hold("rust#1", "lock", 0, 100), waiter];
+        let failed = |start_ms: u64, end_ms: u64| Unanswered {
+            name: "n".into(),
+            start_ns: start_ms * MS,
+            end_ns: end_ms * MS,
+        };
+        let report = check(&holds, &[], &params());
+        assert_eq!(report.lost_wakeups.len(), 1);
+        assert_eq!(report.gaps_after_unanswered, 0);
+
+        // java#1's acquire failed as the lock came free: its grant may have held it a lease.
+        let report = check_all(&holds, &[], &[], &[failed(90, 120)], &params());
+        assert!(report.is_clean(), "{}", report.table());
+        assert_eq!(report.gaps_after_unanswered, 1);
+        assert_eq!(report.max_wakeup_after_unanswered_ns, 3000 * MS);
+
+        // One of another name, or one that ended more than a lease before the gap began,
+        // explains nothing.
+        let other = Unanswered {
+            name: "m".into(),
+            ..failed(90, 120)
+        };
+        let mut early_holds = holds.clone();
+        early_holds[0] = hold("rust#1", "lock", 0, 4000);
+        early_holds[1] = {
+            let mut w = hold("rust#2", "lock", 7000, 7100);
+            w.requested_ns = 3900 * MS;
+            w
+        };
+        for (holds, failed) in [(&holds, other), (&early_holds, failed(0, 900))] {
+            let report = check_all(holds, &[], &[], &[failed], &params());
+            assert_eq!(report.lost_wakeups.len(), 1, "{}", report.table());
+            assert_eq!(report.gaps_after_unanswered, 0);
+        }
+
+        // A fault that held the failed request back lets Redis run it as late as the fault's
+        // end: the lease counts from there.
+        let held_back = [fault(FaultClass::LinkFreeze, Some("java#1"), 500, 3500)];
+        let report = check_all(&early_holds, &held_back, &[], &[failed(0, 900)], &params());
+        assert!(report.is_clean(), "{}", report.table());
+
+        // A gap longer than the bound plus a lease stays a lost wake-up.
+        let mut late = hold("rust#2", "lock", 5200, 5300);
+        late.requested_ns = 50 * MS;
+        let holds = [hold("rust#1", "lock", 0, 100), late];
+        let report = check_all(&holds, &[], &[], &[failed(90, 120)], &params());
+        assert_eq!(report.lost_wakeups.len(), 1);
+        assert_eq!(report.lost_wakeups[0].bound_ns, 5000 * MS);
     }
 
     #[test]
