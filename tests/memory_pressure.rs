@@ -298,6 +298,18 @@ async fn under_noeviction_each_lock_operation_is_refused_or_runs_as_documented()
                 );
                 sleep(ms(50)).await;
             }
+            // Its owner (this thread) takes the lock again: the spent hold is not counted as
+            // one it still holds (a non-reentrant kind would refuse it as a re-entry).
+            let again = run.kind.lock(&holders, &held_name).try_lock().await;
+            match again {
+                Ok(Some(guard)) => guard.unlock().await.unwrap(),
+                other => panic!(
+                    "{}: the owner of a hold whose release was refused could not take the lock \
+                     again once it ended: {:?}",
+                    run.kind,
+                    other.map(|g| g.is_some())
+                ),
+            }
         }
     }
 }

@@ -40,7 +40,11 @@ pub(crate) async fn release(spec: &Arc<HoldSpec>, lease: &Arc<Lease>) -> Result<
     }
 }
 
-/// Ends a release operation with its reply.
+/// Ends a release operation with its reply. A release Redis refused (out of memory, a
+/// permission) left the hold in Redis, but its guard is spent and renews it no more: the
+/// client stops counting it, as after `forget`, so it ends with its lease, and the owner's
+/// next acquire asks Redis (a non-reentrant kind would otherwise refuse it for good as a
+/// re-entry).
 fn released(
     spec: &HoldSpec,
     lease: &Arc<Lease>,
@@ -61,7 +65,7 @@ fn released(
             })
         }
         Err(e) => {
-            op.unchanged();
+            op.forgotten(lease);
             Err(e)
         }
     }
@@ -99,10 +103,15 @@ async fn settle_release(
                 reply => return released(&spec, &lease, op, reply),
             }
         }
-        // Gone, or still not run after a second try: report what Redis says.
+        // Gone, or still not run after a second try: report what Redis says. A hold still
+        // there is no guard's any more (see `released`).
         op.correct(count);
-        op.unchanged();
-        return if count < before { Ok(()) } else { Err(error) };
+        if count < before {
+            op.unchanged();
+            return Ok(());
+        }
+        op.forgotten(&lease);
+        return Err(error);
     }
     op.unchanged();
     Err(error)
