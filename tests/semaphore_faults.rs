@@ -198,6 +198,54 @@ async fn a_lost_release_reply_is_reported_and_never_sent_twice() {
     client.shutdown().await;
 }
 
+/// Permits released with a lost reply are settled by their acquisition's grant marker, which
+/// the release deletes: a release that never reached Redis is sent once more, one that ran is
+/// not, and either way the caller gets `Ok` and the count went up exactly once. Before, both
+/// reported the error, and the first lost the permits for good (the soak, seed 8: a semaphore
+/// left with 1 of its 2 permits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_permits_release_is_settled_by_its_grant_marker() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let mut raw = server.conn().await;
+    let client = builder(proxy.url()).build().unwrap();
+    warm_up(&client).await;
+    for ran in [false, true] {
+        let name = unique_name("sem");
+        let sem = client.semaphore(&name);
+        sem.try_set_permits(3).await.unwrap();
+        let permits = sem.acquire(2).await.unwrap();
+        assert_eq!(value(&mut raw, &name).await.as_deref(), Some("1"));
+        let channel = format!("redisson_sc:{{{name}}}");
+        let trigger = if ran {
+            proxy.reset_after(channel.as_bytes())
+        } else {
+            proxy.reset_before(channel.as_bytes())
+        };
+        let released = timeout(Duration::from_secs(10), permits.release())
+            .await
+            .expect("the release did not return");
+        assert!(trigger.fired(), "the proxy did not reset");
+        assert!(
+            released.is_ok(),
+            "ran {ran}: a settled release reported {released:?}"
+        );
+        assert_eq!(
+            value(&mut raw, &name).await.as_deref(),
+            Some("3"),
+            "ran {ran}: released not exactly once"
+        );
+        sleep(ms(300)).await;
+        assert_eq!(value(&mut raw, &name).await.as_deref(), Some("3"));
+        let markers: Vec<String> = raw
+            .keys(format!("{{{name}}}:redisson_sync:grant:*"))
+            .await
+            .unwrap();
+        assert!(markers.is_empty(), "{markers:?}");
+    }
+    client.shutdown().await;
+}
+
 /// Every message of the client's subscription lost (frozen by the proxy): a parked waiter is
 /// still served, by its re-check, within about `recheck_interval`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,6 +31,7 @@ pub(crate) async fn release(spec: &Arc<HoldSpec>, lease: &Arc<Lease>) -> Result<
             Box::pin(wait::release_in_time(
                 &spec.shared,
                 spec.name.clone(),
+                "unlock",
                 patience,
                 settle,
             ))

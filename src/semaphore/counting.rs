@@ -6,6 +6,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::Cmd;
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::common::{PermitId, TRY_SET, check_permits, duration_ms};
@@ -286,7 +287,7 @@ impl Semaphore {
     }
 
     /// The guard of `permits` granted with the grant's `marker`.
-    fn granted(&self, permits: u32, marker: Arc<str>) -> Permits {
+    fn granted(&self, permits: u32, marker: Marker) -> Permits {
         Permits {
             semaphore: Some(self.clone()),
             count: permits,
@@ -313,6 +314,8 @@ impl Semaphore {
     /// [`Error::WrongType`], [`Error::InvalidArgument`] for more than `i32::MAX` permits,
     /// [`Error::Redis`], [`Error::Timeout`]. A release whose reply is lost is not sent again
     /// (it may have run; sending it twice would create permits): its error is returned.
+    /// ([`Permits::release`] knows better: the grant marker of its acquisition tells whether
+    /// the release ran.)
     pub async fn release(&self, permits: u32) -> Result<()> {
         check_permits(permits)?;
         self.inner.shared.ensure_open()?;
@@ -374,9 +377,16 @@ impl Inner {
         bool_reply("semaphore/try_set.lua", self.shared.conn.call(call).await?)
     }
 
-    /// Runs the release script once, in a `release` span; a lost reply is cut off (so it
-    /// cannot run later) and reported, never sent again.
-    async fn release(&self, permits: u32, if_exists: bool, marker: Option<&str>) -> Result<bool> {
+    /// Runs the release script, in a `release` span. A lost reply is cut off (so it cannot
+    /// run later); without a grant marker it is reported, never sent again. With one (the
+    /// permits of an acquisition, whose marker the release deletes) it is settled: see
+    /// [`settle_release`](Self::settle_release).
+    async fn release(
+        self: &Arc<Self>,
+        permits: u32,
+        if_exists: bool,
+        marker: Option<&Marker>,
+    ) -> Result<bool> {
         let span = self.subject().release_span();
         self.release_in_span(permits, if_exists, marker)
             .instrument(span)
@@ -384,13 +394,100 @@ impl Inner {
     }
 
     async fn release_in_span(
+        self: &Arc<Self>,
+        permits: u32,
+        if_exists: bool,
+        marker: Option<&Marker>,
+    ) -> Result<bool> {
+        // No open check here: releases scheduled before a shutdown (dropped permits, undos)
+        // still run while it drains them; the callers' own calls check.
+        let delivery = Delivery::default();
+        let key = marker.map(|m| &*m.key);
+        match self.send_release(permits, if_exists, key, &delivery).await {
+            Err(e) if e.outcome_unknown() && delivery.was_sent() => match marker {
+                Some(marker) => {
+                    let settle = Arc::clone(self).settle_release(
+                        permits,
+                        if_exists,
+                        marker.clone(),
+                        delivery,
+                        e,
+                    );
+                    // Boxed: rare, and the settling future is large.
+                    Box::pin(wait::release_in_time(
+                        &self.shared,
+                        self.name.clone(),
+                        "release",
+                        self.shared.config.command_timeout,
+                        settle,
+                    ))
+                    .await
+                    .map(|()| true)
+                }
+                None => {
+                    // Never sent again (a second run would add permits); only made sure it
+                    // cannot run later. The caller gets the error either way.
+                    if let Err(cut) = wait::cut_off(&self.shared, &delivery, &self.name).await {
+                        tracing::warn!(semaphore = %self.name, error = %cut, "cutting off a release of unknown outcome failed; it may still take effect");
+                    }
+                    Err(e)
+                }
+            },
+            reply => reply,
+        }
+    }
+
+    /// Settles a release of an acquisition's permits whose reply never came, by the grant
+    /// marker the release deletes: the request is cut off (it cannot run later), then the
+    /// marker still there means it did not run, and it is sent once more; the marker gone
+    /// before it could have expired means it ran. Past the marker's life, or after a second
+    /// lost reply, the error stands (the permits may stay taken: the semaphore has no lease).
+    async fn settle_release(
+        self: Arc<Self>,
+        permits: u32,
+        if_exists: bool,
+        marker: Marker,
+        mut delivery: Delivery,
+        mut error: Error,
+    ) -> Result<()> {
+        let patience = self.marker_ttl() / 2;
+        for sends in 1..=2 {
+            let cmd = Cmd::exists(&*marker.key);
+            let reply = wait::settle(&self.shared, &delivery, &marker.key, &cmd, patience).await?;
+            if !bool_reply("EXISTS", reply)? {
+                return if Instant::now() < marker.alive_until {
+                    Ok(())
+                } else {
+                    Err(error)
+                };
+            }
+            if sends == 2 {
+                break;
+            }
+            tracing::debug!(semaphore = %self.name, error = %error, "a release did not run; sending it again");
+            let again = Delivery::default();
+            match self
+                .send_release(permits, if_exists, Some(&marker.key), &again)
+                .await
+            {
+                Err(e) if e.outcome_unknown() && again.was_sent() => {
+                    delivery = again;
+                    error = e;
+                }
+                reply => return reply.map(|_| ()),
+            }
+        }
+        Err(error)
+    }
+
+    /// Sends the release script once, tracked by `delivery`.
+    async fn send_release(
         &self,
         permits: u32,
         if_exists: bool,
         marker: Option<&str>,
+        delivery: &Delivery,
     ) -> Result<bool> {
-        // No open check here: releases scheduled before a shutdown (dropped permits, undos)
-        // still run while it drains them; the callers' own calls check.
         let verb = self.shared.conn.publish_command().await?;
         let mut invocation = RELEASE.prepare_invoke();
         invocation.key(&*self.name).key(&*self.channel);
@@ -401,22 +498,10 @@ impl Inner {
             .arg(permits)
             .arg(verb)
             .arg(if if_exists { "if_exists" } else { "always" });
-        let delivery = Delivery::default();
         let call = Call::write("release", &self.name, &invocation)
-            .tracked(&delivery)
+            .tracked(delivery)
             .synced();
-        match self.shared.conn.call(call).await {
-            Ok(reply) => bool_reply("semaphore/release.lua", reply),
-            Err(e) if e.outcome_unknown() && delivery.was_sent() => {
-                // Never sent again (a second run would add permits); only made sure it cannot
-                // run later. The caller gets the error either way.
-                if let Err(cut) = wait::cut_off(&self.shared, &delivery, &self.name).await {
-                    tracing::warn!(semaphore = %self.name, error = %cut, "cutting off a release of unknown outcome failed; it may still take effect");
-                }
-                Err(e)
-            }
-            Err(e) => Err(e),
-        }
+        bool_reply("semaphore/release.lua", self.shared.conn.call(call).await?)
     }
 
     /// How long a grant marker lives when its permits are not released: long enough for any
@@ -444,12 +529,23 @@ struct SemaphoreAcquire {
 /// An attempt whose reply never came: where it went, and the marker it would have set.
 struct PendingGrant {
     delivery: Delivery,
-    marker: Arc<str>,
+    marker: Marker,
+}
+
+/// A grant marker (docs/LAYOUT.md §12): set by the acquire with the marker's TTL, deleted by
+/// the release of its permits, so its absence proves a release ran, until it could have
+/// expired.
+#[derive(Clone, Debug)]
+struct Marker {
+    key: Arc<str>,
+    /// The acquire's send plus the marker's TTL: Redis ran it later, so the marker lives at
+    /// least until then unless a release deleted it.
+    alive_until: Instant,
 }
 
 impl Acquire for SemaphoreAcquire {
-    /// The grant marker (docs/LAYOUT.md §12), deleted by the release of the permits.
-    type Grant = Arc<str>;
+    /// The grant marker, deleted by the release of the permits.
+    type Grant = Marker;
     type Pending = PendingGrant;
 
     fn subject(&self) -> Subject<'_> {
@@ -467,16 +563,19 @@ impl Acquire for SemaphoreAcquire {
         &self,
         _wait: Option<Duration>,
         limit: Duration,
-    ) -> BoxFuture<'_, Step<Arc<str>, PendingGrant>> {
+    ) -> BoxFuture<'_, Step<Marker, PendingGrant>> {
         Box::pin(async move {
             let inner = &self.inner;
             let request = PermitId::random().to_string();
-            let marker: Arc<str> = layout::semaphore_grant_marker(&inner.name, &request).into();
+            let marker = Marker {
+                key: layout::semaphore_grant_marker(&inner.name, &request).into(),
+                alive_until: Instant::now() + inner.marker_ttl(),
+            };
             let ttl_ms = u64::try_from(inner.marker_ttl().as_millis()).unwrap_or(u64::MAX);
             let mut invocation = TRY_ACQUIRE.prepare_invoke();
             invocation
                 .key(&*inner.name)
-                .key(&*marker)
+                .key(&*marker.key)
                 .arg(self.permits)
                 .arg(ttl_ms);
             let delivery = Delivery::default();
@@ -512,17 +611,17 @@ impl Acquire for SemaphoreAcquire {
     }
 
     /// Cuts the attempt off, then looks for its grant marker: there means it ran.
-    fn resolve(&self, pending: PendingGrant) -> BoxFuture<'_, Result<Option<Arc<str>>>> {
+    fn resolve(&self, pending: PendingGrant) -> BoxFuture<'_, Result<Option<Marker>>> {
         Box::pin(async move {
             let granted = self
                 .inner
-                .granted(&pending.delivery, &pending.marker)
+                .granted(&pending.delivery, &pending.marker.key)
                 .await?;
             Ok(granted.then_some(pending.marker))
         })
     }
 
-    fn undo(&self, marker: Arc<str>) -> BoxFuture<'_, ()> {
+    fn undo(&self, marker: Marker) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             if let Err(e) = self.inner.release(self.permits, false, Some(&marker)).await {
                 tracing::warn!(semaphore = %self.inner.name, permits = self.permits, error = %e, "giving back permits nobody received failed");
@@ -543,7 +642,7 @@ pub struct Permits {
     semaphore: Option<Semaphore>,
     count: u32,
     /// The acquisition's grant marker, deleted with the release.
-    marker: Option<Arc<str>>,
+    marker: Option<Marker>,
     /// Counts the hold in the metrics until the permits are released, dropped or forgotten.
     hold: Option<observe::Hold>,
 }
@@ -582,7 +681,7 @@ impl Permits {
         let _hold = self.hold.take();
         let call = async move {
             inner
-                .release(permits, false, marker.as_deref())
+                .release(permits, false, marker.as_ref())
                 .await
                 .map(|_| ())
         };
@@ -615,7 +714,7 @@ impl Drop for Permits {
         let marker = self.marker.take();
         let shared = inner.shared.clone();
         drop(shared.tasks.spawn(async move {
-            if let Err(e) = inner.release(permits, false, marker.as_deref()).await {
+            if let Err(e) = inner.release(permits, false, marker.as_ref()).await {
                 tracing::warn!(semaphore = %inner.name, error = %e, "release on drop failed");
             }
         }));

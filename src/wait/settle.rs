@@ -84,10 +84,12 @@ where
 
 /// Awaits `settling` (a release of unknown outcome being settled) for at most `patience`;
 /// past it the settling goes on in a task of the client, which logs a failure, and the caller
-/// gets `Timeout` (the settling's own time plus the first wait, `2 × patience`).
+/// gets `Timeout` for `operation` (the settling's own time plus the first wait,
+/// `2 × patience`).
 pub(crate) async fn release_in_time<F>(
     shared: &Arc<Shared>,
     name: Arc<str>,
+    operation: &'static str,
     patience: Duration,
     settling: F,
 ) -> Result<()>
@@ -96,13 +98,13 @@ where
 {
     let detached = Detachable::new(shared, settling, move |r: Result<()>| async move {
         if let Err(e) = r {
-            tracing::warn!(lock = %name, error = %e, "a release of unknown outcome could not be settled");
+            tracing::warn!(name = %name, error = %e, "a release of unknown outcome could not be settled");
         }
     });
     match tokio::time::timeout(patience, detached).await {
         Ok(result) => result,
         Err(_) => Err(Error::Timeout {
-            operation: "unlock",
+            operation,
             after: patience * 2,
         }),
     }
