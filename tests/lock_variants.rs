@@ -648,3 +648,47 @@ async fn a_hold_of_the_owners_own_holder_without_a_guard_is_waited_out() {
     }
     client.shutdown().await;
 }
+
+/// A release whose outcome could not be settled (every link to Redis black-holed for longer
+/// than the settling's retries) spends its guard like any failed release: the client stops
+/// counting the hold, so once the link is back and the hold's lease has ended (the watchdog
+/// stopped at the release) the owner takes the lock again, and `stats()` counts no hold.
+/// Before, the unresolved release kept the hold counted: a non-reentrant kind refused its
+/// owner as a re-entry for good (the soak: `counted_holds = 1` after the load).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_could_not_be_settled_leaves_no_count_behind() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let client = Client::builder()
+        .url(proxy.url())
+        .watchdog_timeout(ms(1_000))
+        .command_timeout(ms(300))
+        .build()
+        .unwrap();
+    let owner = Owner::new(5);
+    let opts = LockOptions::new().owner(owner);
+    for kind in [Kind::NonReentrant, Kind::Lock, Kind::Spin] {
+        let name = unique_name("unsettled");
+        let lock = kind.any(&client, &name);
+        let guard = lock.lock_with_options(&opts).await.unwrap();
+        proxy.set_mode(common::Mode::Blackhole);
+        let released = guard.unlock().await;
+        assert!(
+            released.is_err(),
+            "{kind}: a release through a black hole reported {released:?}"
+        );
+        // The settling's retries end ((lease + command timeout) x 2 = 2.6 s).
+        tokio::time::sleep(ms(3_500)).await;
+        proxy.set_mode(common::Mode::Pass);
+        let again = tokio::time::timeout(Duration::from_secs(10), lock.lock_with_options(&opts))
+            .await
+            .expect("lock() did not return within 10 s");
+        match again {
+            Ok(guard) => guard.unlock().await.unwrap(),
+            Err(e) => panic!("{kind}: the owner could not take the lock again: {e:?}"),
+        }
+        let stats = client.stats();
+        assert_eq!(stats.counted_holds, 0, "{kind}: {stats:?}");
+    }
+    client.shutdown().await;
+}

@@ -82,9 +82,18 @@ async fn settle_release(
     mut error: Error,
 ) -> Result<()> {
     for sends in 1..=2 {
-        // On error `op` is dropped unresolved: the slot is marked tainted.
         let before = op.held();
-        let count = spec.cut_off_and_read(&delivery).await?.count;
+        let count = match spec.cut_off_and_read(&delivery).await {
+            Ok(evidence) => evidence.count,
+            // Redis could not be reached to settle it (bounded retries): whatever the release
+            // did, its guard is spent, so the hold is no longer counted (as after `forget`):
+            // if it is still in Redis it ends with its lease, and the owner's next acquire
+            // asks Redis instead of being refused as a re-entry for good.
+            Err(e) => {
+                op.forgotten(&lease);
+                return Err(e);
+            }
+        };
         if count + 1 == before {
             op.released(&lease);
             return Ok(());
