@@ -286,6 +286,10 @@ impl Eviction {
 pub struct Unanswered {
     /// The lock's name.
     pub name: String,
+    /// The process and owner that sent it, when known: a release of theirs that failed
+    /// leaves their hold in Redis, and their own later acquires re-enter it (a reentrant
+    /// kind, as Redisson's), so it lasts until a lease after their last release.
+    pub holder: Option<(String, u64)>,
     /// When the request was sent, and when its caller had the error (or, for a batch of
     /// requests, the batch's start and end).
     pub start_ns: u64,
@@ -878,13 +882,27 @@ fn gaps(
             bound = params.java_wakeup_ns.max(bound) + params.fair_wait_ns;
         }
         // A grant no one read holds the lock for at most a lease after Redis ran it, which was
-        // no later than the failed request's end or the end of a fault holding it back.
+        // no later than the failed request's end or the end of a fault holding it back. A
+        // hold whose release failed lasts as long, or, re-entered by its owner's later holds,
+        // until a lease after the last of them.
         let ran_by = |u: &Unanswered| {
+            let own_last = u.holder.as_ref().map_or(0, |(process, owner)| {
+                list.iter()
+                    .filter(|h| {
+                        h.process == *process
+                            && h.owner == *owner
+                            && h.acquired_ns >= u.start_ns
+                            && h.releasing_ns <= to
+                    })
+                    .map(|h| h.releasing_ns)
+                    .max()
+                    .unwrap_or(0)
+            });
             faults
                 .iter()
                 .filter(|f| f.overlaps(u.start_ns, u.end_ns))
                 .map(|f| f.end_ns)
-                .fold(u.end_ns, u64::max)
+                .fold(u.end_ns.max(own_last), u64::max)
         };
         if after_faults > bound
             && unanswered
@@ -1243,6 +1261,7 @@ mod tests {
         let holds = [hold("rust#1", "lock", 0, 100), waiter];
         let failed = |start_ms: u64, end_ms: u64| Unanswered {
             name: "n".into(),
+            holder: None,
             start_ns: start_ms * MS,
             end_ns: end_ms * MS,
         };
@@ -1280,6 +1299,20 @@ mod tests {
         let held_back = [fault(FaultClass::LinkFreeze, Some("java#1"), 500, 3500)];
         let report = check_all(&early_holds, &held_back, &[], &[failed(0, 900)], &params());
         assert!(report.is_clean(), "{}", report.table());
+
+        // A release of rust#1/1 failed at 0..100 ms; its later holds (re-entering the hold
+        // left in Redis) ran to 4000 ms; then the lock was free to no one for 3000 ms.
+        let mut starved = hold("rust#2", "lock", 7000, 7100);
+        starved.requested_ns = 50 * MS;
+        let reentered = [hold("rust#1", "lock", 200, 4000), starved];
+        let mut own = failed(0, 100);
+        own.holder = Some(("rust#1".into(), 1));
+        let report = check_all(&reentered, &[], &[], &[own.clone()], &params());
+        assert!(report.is_clean(), "{}", report.table());
+        // Another owner's failure explains nothing there.
+        own.holder = Some(("rust#1".into(), 2));
+        let report = check_all(&reentered, &[], &[], &[own], &params());
+        assert_eq!(report.lost_wakeups.len(), 1, "{}", report.table());
 
         // A gap longer than the bound plus a lease stays a lost wake-up.
         let mut late = hold("rust#2", "lock", 5200, 5300);

@@ -215,6 +215,8 @@ struct WorkerLog {
 /// One `stress` request that counted errors (each retried within it, `keep_going`).
 struct Errored {
     agent: String,
+    /// The owner (logical thread) that sent it; 0 when unknown (an older `errors.jsonl`).
+    owner: u64,
     kind: String,
     /// When the driver sent it and had its reply (CLOCK_MONOTONIC).
     start_ns: u64,
@@ -239,6 +241,7 @@ fn unanswered(errored: &[&Errored], holds: &[Hold]) -> Vec<Unanswered> {
         .filter_map(|e| {
             Some(Unanswered {
                 name: (*names.get(e.kind.as_str())?).to_owned(),
+                holder: (e.owner > 0).then(|| (e.agent.clone(), e.owner)),
                 start_ns: e.start_ns,
                 end_ns: e.end_ns,
             })
@@ -250,6 +253,7 @@ impl Errored {
     fn from_json(v: &Value) -> Self {
         Self {
             agent: v["agent"].as_str().unwrap_or_default().to_owned(),
+            owner: v["owner"].as_u64().unwrap_or(0),
             kind: v["kind"].as_str().unwrap_or_default().to_owned(),
             start_ns: v["start_ns"].as_u64().unwrap_or(0),
             end_ns: v["end_ns"].as_u64().unwrap_or(0),
@@ -266,6 +270,7 @@ impl Errored {
     fn json(&self) -> Value {
         json!({
             "agent": self.agent,
+            "owner": self.owner,
             "kind": self.kind,
             "start_ns": self.start_ns,
             "end_ns": self.end_ns,
@@ -988,6 +993,7 @@ fn work(agent: &Agent, owner: u64, plan: Plan, name_of: &dyn Fn(&str) -> String)
         if errors > 0 {
             log.errored.push(Errored {
                 agent: agent.label.clone(),
+                owner,
                 kind: kind.to_owned(),
                 start_ns,
                 end_ns,
@@ -1132,6 +1138,7 @@ mod tests {
         ];
         let request = |start_ns, end_ns| Errored {
             agent: "rust#1".into(),
+            owner: 1,
             kind: "lock".into(),
             start_ns,
             end_ns,
