@@ -546,7 +546,6 @@ pub fn check_all(
     unanswered: &[Unanswered],
     params: &Params,
 ) -> Report {
-    let lost = Lost { faults, evictions };
     let mut report = Report::default();
     for fault in faults {
         *report.faults.entry(fault.class.name()).or_default() += 1;
@@ -558,6 +557,17 @@ pub fn check_all(
     }
     for (name, mut list) in by_name {
         list.sort_by_key(|h| h.acquired_ns);
+        // This name's evictions, once (an hour's soak hears thousands of evicted keys).
+        let mut evicted: Vec<u64> = evictions
+            .iter()
+            .filter(|e| e.hits(name))
+            .map(|e| e.at_ns)
+            .collect();
+        evicted.sort_unstable();
+        let lost = Lost {
+            faults,
+            evicted: &evicted,
+        };
         overlaps(name, &list, &lost, params, &mut report);
         tokens(name, &list, &lost, &mut report);
         let failed: Vec<&Unanswered> = unanswered.iter().filter(|u| u.name == name).collect();
@@ -570,25 +580,23 @@ fn conflicts(a: &Hold, b: &Hold) -> bool {
     !(a.access == Access::Read && b.access == Access::Read)
 }
 
-/// What may have lost lock state: faults that lose data, and evicted keys.
+/// What may have lost one name's lock state: faults that lose data, and the times its keys
+/// were heard evicted (sorted).
 struct Lost<'a> {
     faults: &'a [Fault],
-    evictions: &'a [Eviction],
+    evicted: &'a [u64],
 }
 
 impl Lost<'_> {
-    /// Why the state of `name` may have been lost between `from` and `to`, if it may.
-    fn between(&self, name: &str, from: u64, to: u64) -> Option<&'static str> {
+    /// Why the name's state may have been lost between `from` and `to`, if it may.
+    fn between(&self, from: u64, to: u64) -> Option<&'static str> {
         if wiped_between(self.faults, from, to) {
             return Some("wiped");
         }
-        self.evictions
-            .iter()
-            .any(|e| {
-                e.hits(name)
-                    && from <= e.at_ns
-                    && e.at_ns <= to.saturating_add(EVICTION_HEARD_WITHIN)
-            })
+        let first = self.evicted.partition_point(|&at| at < from);
+        self.evicted
+            .get(first)
+            .is_some_and(|&at| at <= to.saturating_add(EVICTION_HEARD_WITHIN))
             .then_some("evicted")
     }
 }
@@ -617,7 +625,7 @@ fn overlaps(name: &str, list: &[&Hold], lost: &Lost<'_>, params: &Params, report
             let reason = if wiped_between(lost.faults, first, t) {
                 Some("wiped")
             } else {
-                lost.between(name, 0, t)
+                lost.between(0, t)
             };
             let earliest = active
                 .iter()
@@ -635,14 +643,13 @@ fn overlaps(name: &str, list: &[&Hold], lost: &Lost<'_>, params: &Params, report
             continue;
         }
         for earlier in active.into_iter().filter(|e| conflicts(e, later)) {
-            let (reason, detail) = classify(name, earlier, t, lost, params);
+            let (reason, detail) = classify(earlier, t, lost, params);
             push_overlap(report, name, earlier, later, reason, detail);
         }
     }
 }
 
 fn classify(
-    name: &str,
     earlier: &Hold,
     t: u64,
     lost: &Lost<'_>,
@@ -656,7 +663,7 @@ fn classify(
     if wiped_between(faults, earlier.acquired_ns, t) {
         return (Some("wiped"), String::new());
     }
-    if let Some(reason) = lost.between(name, earlier.requested_ns, t) {
+    if let Some(reason) = lost.between(earlier.requested_ns, t) {
         return (Some(reason), String::new());
     }
     // Otherwise a successful release proves Redis still had the hold, except for the fair
@@ -780,7 +787,7 @@ fn tokens(name: &str, list: &[&Hold], lost: &Lost<'_>, report: &mut Report) {
         // A wiped (or evicted) counter starts over; holds that overlapped are judged as an
         // overlap.
         if wiped_between(lost.faults, a.acquired_ns, b.acquired_ns)
-            || lost.between(name, a.requested_ns, b.acquired_ns).is_some()
+            || lost.between(a.requested_ns, b.acquired_ns).is_some()
             || a.covers(b.acquired_ns)
         {
             continue;
