@@ -851,6 +851,8 @@ fn gaps(
     for i in (0..requested_min.len().saturating_sub(1)).rev() {
         requested_min[i] = requested_min[i].min(requested_min[i + 1]);
     }
+    // Once per name, not per gap: a scan of every hold.
+    let any_fair = list.iter().any(|h| h.is_fair());
     for (from, to) in free {
         let first = list.partition_point(|h| h.acquired_ns < to);
         let waiters: Vec<&Hold> = list[first..]
@@ -885,7 +887,7 @@ fn gaps(
         } else {
             params.java_wakeup_ns
         };
-        if waiters.iter().any(|w| w.is_fair()) || list.iter().any(|h| h.is_fair()) {
+        if any_fair || waiters.iter().any(|w| w.is_fair()) {
             bound = params.java_wakeup_ns.max(bound) + params.fair_wait_ns;
         }
         // A grant no one read holds the lock for at most a lease after Redis ran it, which was
