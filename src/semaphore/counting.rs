@@ -450,11 +450,8 @@ impl Inner {
         mut delivery: Delivery,
         mut error: Error,
     ) -> Result<()> {
-        let patience = self.marker_ttl() / 2;
         for sends in 1..=2 {
-            let cmd = Cmd::exists(&*marker.key);
-            let reply = wait::settle(&self.shared, &delivery, &marker.key, &cmd, patience).await?;
-            if !bool_reply("EXISTS", reply)? {
+            if !self.marker_exists(&delivery, &marker.key).await? {
                 return if Instant::now() < marker.alive_until {
                     Ok(())
                 } else {
@@ -510,9 +507,11 @@ impl Inner {
         (self.shared.config.command_timeout * 10).max(Duration::from_secs(60))
     }
 
-    /// Whether the acquire that would have set `marker` ran: cuts it off, then reads the
-    /// marker, retrying transient errors for up to half the marker's life.
-    async fn granted(&self, delivery: &Delivery, marker: &str) -> Result<bool> {
+    /// Cuts off the request of unknown outcome `delivery` went out with, then reads whether
+    /// `marker` exists, retrying transient errors for up to half the marker's life: for an
+    /// acquire, whether it ran (it sets the marker); for a release, whether it did not (it
+    /// deletes it).
+    async fn marker_exists(&self, delivery: &Delivery, marker: &str) -> Result<bool> {
         let cmd = Cmd::exists(marker);
         let reply =
             wait::settle(&self.shared, delivery, marker, &cmd, self.marker_ttl() / 2).await?;
@@ -615,7 +614,7 @@ impl Acquire for SemaphoreAcquire {
         Box::pin(async move {
             let granted = self
                 .inner
-                .granted(&pending.delivery, &pending.marker.key)
+                .marker_exists(&pending.delivery, &pending.marker.key)
                 .await?;
             Ok(granted.then_some(pending.marker))
         })
