@@ -47,7 +47,13 @@ pub enum Mode {
     /// back to [`Pass`](Self::Pass) or [`Delay`](Self::Delay) (and discarded if it goes to
     /// [`Blackhole`](Self::Blackhole)). Connections stay open.
     Freeze,
-    /// Read and discard every byte, both ways; connections stay open.
+    /// Read and discard every byte, both ways; connections stay open while it lasts. A
+    /// connection that lost bytes to it is reset (TCP RST both sides) once its mode is no
+    /// longer `Blackhole`: TCP never goes on with a gap in its stream, so a real black hole
+    /// ends either with every byte delivered late ([`Freeze`](Self::Freeze)) or with the
+    /// connection broken, and this is the second. (Before, the connection went on after the
+    /// gap, and every later reply answered the request before it: a fault no network makes,
+    /// which the soak met, RELIABILITY.md "What the suite found in its own test bed".)
     Blackhole,
     /// Close every connection with a TCP RST on both sides (`SO_LINGER 0`); as a global
     /// mode, new connections are reset as soon as they are accepted.
@@ -541,6 +547,7 @@ async fn serve(shared: Arc<Shared>, mut client: TcpStream) {
         reset: AtomicBool::new(false),
         mute_down: AtomicBool::new(false),
         down_reads: watch::Sender::new(0),
+        lost_bytes: AtomicBool::new(false),
     };
     let reset_wanted = {
         let (client_read, client_write) = client.split();
@@ -600,6 +607,9 @@ struct Conn {
     mute_down: AtomicBool,
     /// How many server→client chunks were read.
     down_reads: watch::Sender<u64>,
+    /// Set once a byte of either direction was discarded by a [`Mode::Blackhole`]: the
+    /// connection is reset as soon as its mode is another.
+    lost_bytes: AtomicBool,
 }
 
 impl Conn {
@@ -614,6 +624,11 @@ impl Conn {
         loop {
             changes.borrow_and_update();
             if self.reset.load(Ordering::SeqCst) || self.shared.should_reset(self.id) {
+                return;
+            }
+            if self.lost_bytes.load(Ordering::SeqCst)
+                && self.shared.mode_of(self.id) != Mode::Blackhole
+            {
                 return;
             }
             if changes.changed().await.is_err() {
@@ -642,7 +657,7 @@ impl Conn {
                 Up::Forward => {
                     let _ = queue.send(chunk(false));
                 }
-                Up::Discard => {}
+                Up::Discard => self.lose_bytes(),
                 Up::ForwardThenReset => {
                     self.mute_down.store(true, Ordering::SeqCst);
                     let _ = queue.send(chunk(true));
@@ -665,9 +680,11 @@ impl Conn {
             };
             let read_at = Instant::now();
             self.down_reads.send_modify(|c| *c += 1);
-            if self.mute_down.load(Ordering::SeqCst)
-                || self.shared.mode_of(self.id) == Mode::Blackhole
-            {
+            if self.mute_down.load(Ordering::SeqCst) {
+                continue;
+            }
+            if self.shared.mode_of(self.id) == Mode::Blackhole {
+                self.lose_bytes();
                 continue;
             }
             let _ = queue.send(Chunk {
@@ -691,6 +708,10 @@ impl Conn {
             let deliver = self.wait_deliverable(dir, &chunk, &mut changes).await;
             if chunk.reset_after && !deliver {
                 return self.fail().await;
+            }
+            if !deliver {
+                // Held by a freeze, then discarded by a black hole.
+                self.lose_bytes();
             }
             if !deliver || (dir == Dir::Down && self.mute_down.load(Ordering::SeqCst)) {
                 continue;
@@ -739,6 +760,15 @@ impl Conn {
                     }
                 }
             }
+        }
+    }
+
+    /// Notes that a black hole discarded bytes of this connection; `reset_wanted` resets it
+    /// once the mode is another (the mode change wakes it).
+    fn lose_bytes(&self) {
+        if !self.lost_bytes.swap(true, Ordering::SeqCst) {
+            // The mode may have changed between its check and this store: look again.
+            self.shared.bump();
         }
     }
 

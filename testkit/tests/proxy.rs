@@ -184,12 +184,18 @@ async fn freeze_holds_a_reply_until_pass() {
 }
 
 #[test]
-fn blackhole_discards_and_keeps_the_connection_open() {
+fn blackhole_discards_then_resets_the_connections_that_lost_bytes() {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.addr());
     let mut stream = raw(&proxy, Duration::from_millis(400));
     stream.write_all(PING).unwrap();
     assert_eq!(read_line(&mut stream).unwrap(), b"+PONG\r\n");
+    // A second connection, idle through the black hole: it lost nothing.
+    let mut idle = raw(&proxy, Duration::from_secs(5));
+    idle.write_all(PING).unwrap();
+    assert_eq!(read_line(&mut idle).unwrap(), b"+PONG\r\n");
+    let accepted = proxy.connections_accepted();
+
     proxy.set_mode(Mode::Blackhole);
     stream.write_all(PING).unwrap();
     let err = read_line(&mut stream).expect_err("no reply through a blackhole");
@@ -197,18 +203,32 @@ fn blackhole_discards_and_keeps_the_connection_open() {
         matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
         "{err:?}"
     );
-    assert_eq!(proxy.open_connections(), 1);
+    assert_eq!(
+        proxy.open_connections(),
+        2,
+        "open while the black hole lasts"
+    );
+
+    // The heal: the stream that lost its PING cannot go on with a gap (every later reply
+    // would answer the request before it); it is reset, as TCP would end it.
     proxy.set_mode(Mode::Pass);
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    stream.write_all(PING).unwrap();
-    // One PONG only: the PING sent into the blackhole never reached the server.
-    assert_eq!(read_line(&mut stream).unwrap(), b"+PONG\r\n");
-    stream
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    assert!(read_line(&mut stream).is_err(), "no second reply");
+    let err = read_line(&mut stream).expect_err("the connection that lost bytes is reset");
+    assert_eq!(err.kind(), ErrorKind::ConnectionReset, "{err:?}");
+    // The idle one goes on, and new connections pass.
+    idle.write_all(PING).unwrap();
+    assert_eq!(read_line(&mut idle).unwrap(), b"+PONG\r\n");
+    let mut fresh = raw(&proxy, Duration::from_secs(5));
+    fresh.write_all(PING).unwrap();
+    assert_eq!(read_line(&mut fresh).unwrap(), b"+PONG\r\n");
+    assert_eq!(proxy.connections_accepted(), accepted + 1);
+    assert_eq!(
+        proxy.open_connections(),
+        2,
+        "the idle one and the fresh one"
+    );
 }
 
 #[tokio::test]
