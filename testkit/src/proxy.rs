@@ -710,10 +710,11 @@ impl Conn {
                 return self.fail().await;
             }
             if !deliver {
-                // Held by a freeze, then discarded by a black hole.
+                // Queued (delayed or frozen) when the black hole began: discarded by it.
                 self.lose_bytes();
+                continue;
             }
-            if !deliver || (dir == Dir::Down && self.mute_down.load(Ordering::SeqCst)) {
+            if dir == Dir::Down && self.mute_down.load(Ordering::SeqCst) {
                 continue;
             }
             let replies_before = *self.down_reads.borrow();

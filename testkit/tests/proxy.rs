@@ -224,6 +224,11 @@ fn blackhole_discards_then_resets_the_connections_that_lost_bytes() {
     fresh.write_all(PING).unwrap();
     assert_eq!(read_line(&mut fresh).unwrap(), b"+PONG\r\n");
     assert_eq!(proxy.connections_accepted(), accepted + 1);
+    // The reset connection's task ends just after the RST it sent.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while proxy.open_connections() > 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(
         proxy.open_connections(),
         2,
