@@ -679,9 +679,14 @@ pub(super) struct PendingIds {
 }
 
 impl ExpirableAcquire {
-    fn invocation(&self, ids: &[PermitId], verb: &'static str) -> ScriptInvocation<'static> {
+    /// The acquire script for `ids`, its leases starting at `now` (epoch milliseconds).
+    fn invocation(
+        &self,
+        ids: &[PermitId],
+        verb: &'static str,
+        now: i64,
+    ) -> ScriptInvocation<'static> {
         let inner = &self.inner;
-        let now = now_epoch_ms();
         let expiry = self
             .lease_ms
             .map_or(NO_EXPIRY, |lease| now.saturating_add(lease));
@@ -731,9 +736,11 @@ impl Acquire for ExpirableAcquire {
                 Ok(verb) => verb,
                 Err(e) => return Step::Failed(e),
             };
-            let invocation = self.invocation(&ids, verb);
+            // The leases end on the client's wall clock (the script's `now` plus the lease):
+            // they are valid from the instant those milliseconds denote, before the send.
+            let (now, sent) = crate::clock::epoch_ms_since();
+            let invocation = self.invocation(&ids, verb, now);
             let delivery = Delivery::default();
-            let sent = Instant::now();
             let call = Call::write("acquire", &inner.name, &invocation)
                 .limit(limit)
                 .tracked(&delivery)

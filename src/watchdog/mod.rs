@@ -365,6 +365,9 @@ async fn renew_batch(
     };
     let mut invocation = first.renewal.script().prepare_invoke();
     invocation.arg(lease_ms);
+    // Leases that end on the client's wall clock (permits) are valid from the instant their
+    // milliseconds denote; the others from the send.
+    let mut stamped = None;
     if first.renewal.batch_args() == BatchArgs::NowAndVerb {
         let verb = match conn.publish_command().await {
             Ok(verb) => verb,
@@ -374,13 +377,15 @@ async fn renew_batch(
                 return;
             }
         };
-        invocation.arg(crate::clock::epoch_ms()).arg(verb);
+        let (now, since) = crate::clock::epoch_ms_since();
+        invocation.arg(now).arg(verb);
+        stamped = Some(since);
     }
     for r in batch {
         r.renewal
             .add(&mut invocation, &r.watched.key, &r.watched.field);
     }
-    let sent = Instant::now();
+    let sent = stamped.unwrap_or_else(Instant::now);
     let call = Call::write("renew", &first.watched.key, &invocation)
         .idempotent()
         .synced();
