@@ -315,11 +315,13 @@ async fn acquire_in_span<A: Acquire, T: Marker>(
         }
     };
     let _waiting = waiter.tag.waiting();
+    // Boxed: the waiting is the larger part of this future, and an uncontended acquisition
+    // (the first attempt granted) would otherwise carry it, moved at every layer above.
     let result = match strategy {
         Strategy::PubSub { channel, policy } => {
-            waiter.by_messages(&channel, policy, outage, yielding).await
+            Box::pin(waiter.by_messages(&channel, policy, outage, yielding)).await
         }
-        Strategy::Backoff(backoff) => waiter.by_backoff(backoff, outage).await,
+        Strategy::Backoff(backoff) => Box::pin(waiter.by_backoff(backoff, outage)).await,
     };
     match result {
         Ok(Ended::Granted(g)) => {
@@ -550,7 +552,8 @@ impl<A: Acquire, T: Marker> Waiter<A, T> {
                 );
                 Attempted::Failed(e)
             }
-            Step::Unknown(pending, e) => self.resolve(pending, e, contended).await,
+            // Boxed: rare, and the largest part of an attempt's future.
+            Step::Unknown(pending, e) => Box::pin(self.resolve(pending, e, contended)).await,
         }
     }
 
