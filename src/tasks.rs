@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
@@ -15,6 +16,9 @@ pub(crate) struct Tasks {
     handle: Handle,
     tracker: TaskTracker,
     shutdown: CancellationToken,
+    /// Set with `shutdown`'s cancellation: read on every call (`Shared::ensure_open`), where
+    /// the token's own check takes a lock that the runtime's workers would contend for.
+    shut_down: AtomicBool,
 }
 
 impl fmt::Debug for Tasks {
@@ -32,6 +36,7 @@ impl Tasks {
             handle,
             tracker: TaskTracker::new(),
             shutdown: CancellationToken::new(),
+            shut_down: AtomicBool::new(false),
         }
     }
 
@@ -70,11 +75,12 @@ impl Tasks {
     }
 
     pub(crate) fn shut_down(&self) {
+        self.shut_down.store(true, Ordering::Release);
         self.shutdown.cancel();
     }
 
     pub(crate) fn is_shut_down(&self) -> bool {
-        self.shutdown.is_cancelled()
+        self.shut_down.load(Ordering::Acquire)
     }
 
     /// Resolves when the client is shut down.

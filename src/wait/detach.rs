@@ -9,7 +9,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tracing::Instrument;
@@ -19,7 +18,7 @@ use crate::shared::Shared;
 
 /// A future that, dropped before it completes, completes in a task of the client and passes
 /// its output to `finish` (generic, so that making one allocates only the call's box).
-pub(crate) struct Detachable<T, G, GF>
+pub(crate) struct Detachable<'a, T, G, GF>
 where
     T: Send + 'static,
     G: FnOnce(T) -> GF + Send + 'static,
@@ -27,31 +26,34 @@ where
 {
     call: Option<BoxFuture<'static, T>>,
     finish: Option<G>,
-    shared: Arc<Shared>,
+    /// Borrowed, not cloned: its count is shared by every call of the client, and each
+    /// clone and drop of it would be a write to one cache line that all the runtime's
+    /// workers take turns on.
+    shared: &'a Shared,
     /// The span the background task runs in.
     span: tracing::Span,
 }
 
-impl<T, G, GF> Detachable<T, G, GF>
+impl<'a, T, G, GF> Detachable<'a, T, G, GF>
 where
     T: Send + 'static,
     G: FnOnce(T) -> GF + Send + 'static,
     GF: Future<Output = ()> + Send + 'static,
 {
-    pub(crate) fn new<F>(shared: &Arc<Shared>, call: F, finish: G) -> Self
+    pub(crate) fn new<F>(shared: &'a Shared, call: F, finish: G) -> Self
     where
         F: Future<Output = T> + Send + 'static,
     {
         Self {
             call: Some(Box::pin(call)),
             finish: Some(finish),
-            shared: shared.clone(),
+            shared,
             span: tracing::Span::current(),
         }
     }
 }
 
-impl<T, G, GF> Future for Detachable<T, G, GF>
+impl<T, G, GF> Future for Detachable<'_, T, G, GF>
 where
     T: Send + 'static,
     G: FnOnce(T) -> GF + Send + 'static + Unpin,
@@ -71,7 +73,7 @@ where
     }
 }
 
-impl<T, G, GF> Drop for Detachable<T, G, GF>
+impl<T, G, GF> Drop for Detachable<'_, T, G, GF>
 where
     T: Send + 'static,
     G: FnOnce(T) -> GF + Send + 'static,
@@ -89,7 +91,7 @@ where
     }
 }
 
-impl<T, G, GF> std::fmt::Debug for Detachable<T, G, GF>
+impl<T, G, GF> std::fmt::Debug for Detachable<'_, T, G, GF>
 where
     T: Send + 'static,
     G: FnOnce(T) -> GF + Send + 'static,

@@ -633,8 +633,9 @@ impl<A: Acquire, T: Marker> Waiter<A, T> {
         &self,
     ) -> impl FnOnce(Step<A::Grant, A::Pending>) -> BoxFuture<'static, ()> + Send + 'static {
         let acq = self.acq.clone();
-        let shared = self.shared.clone();
-        let cleanup = self.cleanup_after();
+        // The client's shared state only where a cleanup needs it (each clone is a write to a
+        // count every call of the client shares).
+        let cleanup = self.cleanup_after().map(|wait| (wait, self.shared.clone()));
         move |step| {
             Box::pin(async move {
                 match step {
@@ -651,7 +652,7 @@ impl<A: Acquire, T: Marker> Waiter<A, T> {
                     },
                     Step::Busy(_) | Step::Failed(_) | Step::Refused(_) | Step::Late(_) => {}
                 }
-                if let Some(wait) = cleanup {
+                if let Some((wait, shared)) = cleanup {
                     run_give_up(&shared, &*acq, wait).await;
                 }
             })
