@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
@@ -16,9 +15,6 @@ pub(crate) struct Tasks {
     handle: Handle,
     tracker: TaskTracker,
     shutdown: CancellationToken,
-    /// Set with `shutdown`'s cancellation: read on every call (`Shared::ensure_open`), where
-    /// the token's own check takes a lock that the runtime's workers would contend for.
-    shut_down: AtomicBool,
 }
 
 impl fmt::Debug for Tasks {
@@ -36,7 +32,6 @@ impl Tasks {
             handle,
             tracker: TaskTracker::new(),
             shutdown: CancellationToken::new(),
-            shut_down: AtomicBool::new(false),
         }
     }
 
@@ -75,12 +70,11 @@ impl Tasks {
     }
 
     pub(crate) fn shut_down(&self) {
-        self.shut_down.store(true, Ordering::Release);
         self.shutdown.cancel();
     }
 
     pub(crate) fn is_shut_down(&self) -> bool {
-        self.shut_down.load(Ordering::Acquire)
+        self.shutdown.is_cancelled()
     }
 
     /// Resolves when the client is shut down.

@@ -65,39 +65,6 @@ enum Topology {
     Cluster(Box<Cluster>),
 }
 
-/// How a topology sends one call: [`Conn::call_synced`] is written once over it, and each
-/// topology's call future holds only its own path.
-trait Route: Sync {
-    fn run(
-        &self,
-        call: &Call<'_>,
-        limit: Duration,
-        wait: Option<WaitFor>,
-    ) -> impl Future<Output = Result<(Value, Option<WaitReply>)>> + Send;
-}
-
-impl Route for Single {
-    fn run(
-        &self,
-        call: &Call<'_>,
-        limit: Duration,
-        wait: Option<WaitFor>,
-    ) -> impl Future<Output = Result<(Value, Option<WaitReply>)>> + Send {
-        Self::run(self, call, limit, wait)
-    }
-}
-
-impl Route for Cluster {
-    fn run(
-        &self,
-        call: &Call<'_>,
-        limit: Duration,
-        wait: Option<WaitFor>,
-    ) -> impl Future<Output = Result<(Value, Option<WaitReply>)>> + Send {
-        Self::run(self, call, limit, wait)
-    }
-}
-
 /// A dedicated connection for the pub/sub transport.
 pub(crate) enum Subscriber {
     /// A single server's RESP2 pub/sub connection.
@@ -239,26 +206,10 @@ impl Conn {
         &'a self,
         call: Call<'a>,
     ) -> BoxFuture<'a, Result<(Value, Synced)>> {
-        // One future per topology, each as large as its own path (a cluster call's is about
-        // twice a single server's), with the call kept once and lent to it: a single server's
-        // box (under 1 KiB) stays within the sizes the allocator serves from a per-thread
-        // cache, without a lock (at 2.4 KiB it took the allocator's shared lock, twice per
-        // lock pair).
-        match &self.topology {
-            Topology::Single(single) => {
-                Box::pin(async move { self.call_synced_inner(single, &call).await })
-            }
-            Topology::Cluster(cluster) => {
-                Box::pin(async move { self.call_synced_inner(&**cluster, &call).await })
-            }
-        }
+        Box::pin(self.call_synced_inner(call))
     }
 
-    async fn call_synced_inner<R: Route>(
-        &self,
-        route: &R,
-        call: &Call<'_>,
-    ) -> Result<(Value, Synced)> {
+    async fn call_synced_inner(&self, call: Call<'_>) -> Result<(Value, Synced)> {
         let wait = if call.synced {
             self.wait_for(call.key).await
         } else {
@@ -266,26 +217,24 @@ impl Conn {
         };
         let limit =
             call.limit.unwrap_or(self.command_timeout) + wait.map_or(Duration::ZERO, |w| w.timeout);
-        // The resends below are boxed: rare, and each a whole call large. Nothing of them is
-        // kept in this future but the box (the first reply is dropped before they start).
-        let mut result = route.run(call, limit, wait).await;
-        if let Err(e) = &result
-            && call.resend == Resend::Once
-            && e.connection_dropped()
-        {
-            tracing::debug!(op = call.op, key = call.key, error = %e, "connection dropped; sending once more");
-            drop(result);
-            result = Box::pin(route.run(call, limit, wait)).await;
-        }
-        if let Err(e) = &result
-            && matches!(call.body, Body::Script(_))
-            && capabilities::is_noscript(e)
-        {
-            // A script the server forgot again right after loading it (capabilities.rs).
-            result = Box::pin(Self::load_and_send(route, call, limit, wait, result)).await;
-        }
+        let result = match self.run(&call, limit, wait).await {
+            Err(e) if call.resend == Resend::Once && e.connection_dropped() => {
+                tracing::debug!(op = call.op, key = call.key, error = %e, "connection dropped; sending once more");
+                self.run(&call, limit, wait).await
+            }
+            other => other,
+        };
         let result = if let Body::Script(_) = call.body {
-            result.map_err(|e| capabilities::script_refused(&e, call.op, call.key).unwrap_or(e))
+            // A script the server forgot again right after loading it (capabilities.rs).
+            let atomic = Call {
+                load_first: true,
+                ..call.clone()
+            };
+            // Boxed: rare, and a whole call large.
+            let again = || -> BoxFuture<'_, _> { Box::pin(self.run(&atomic, limit, wait)) };
+            capabilities::again_on_noscript(call.op, result, again)
+                .await
+                .map_err(|e| capabilities::script_refused(&e, call.op, call.key).unwrap_or(e))
         } else {
             result
         };
@@ -325,23 +274,6 @@ impl Conn {
         Ok((value, synced))
     }
 
-    /// Sends `call` again, loading its script in the same transaction, after `result` said the
-    /// server did not know it.
-    async fn load_and_send<R: Route>(
-        route: &R,
-        call: &Call<'_>,
-        limit: Duration,
-        wait: Option<WaitFor>,
-        result: Result<(Value, Option<WaitReply>)>,
-    ) -> Result<(Value, Option<WaitReply>)> {
-        let atomic = Call {
-            load_first: true,
-            ..call.clone()
-        };
-        let again = || -> BoxFuture<'_, _> { Box::pin(route.run(&atomic, limit, wait)) };
-        capabilities::again_on_noscript(call.op, result, again).await
-    }
-
     /// The `WAIT` a synced call on `key` goes with: `None` when replica sync is off or the
     /// key's master has no replicas (or cannot say how many it has).
     async fn wait_for(&self, key: &str) -> Option<WaitFor> {
@@ -356,8 +288,7 @@ impl Conn {
                 let cmd = redis::cmd("INFO").arg("replication").clone();
                 let call = Call::read("replica count", key, &cmd);
                 let limit = self.command_timeout;
-                // Boxed: once per master and topology change, and a whole call large.
-                let info = match Box::pin(self.run(&call, limit, None)).await {
+                let info = match self.run(&call, limit, None).await {
                     Ok((info, _)) => info,
                     Err(e) => {
                         tracing::debug!(key, error = %e, "cannot read the replica count; this call goes without WAIT");

@@ -182,13 +182,8 @@ impl<'a> ScriptInvocation<'a> {
         let eval = self.eval_cmd();
         match eval.query_async(conn).await {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                // Boxed: rare (the script is loaded once per server), and it keeps every
-                // call's future one request large.
-                Box::pin(async {
-                    self.script.load_cmd().query_async::<()>(conn).await?;
-                    eval.query_async(conn).await
-                })
-                .await
+                self.script.load_cmd().query_async::<()>(conn).await?;
+                eval.query_async(conn).await
             }
             other => other,
         }

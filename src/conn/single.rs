@@ -228,31 +228,19 @@ impl Single {
         limit: Duration,
         wait: Option<WaitFor>,
     ) -> Result<(Value, Option<WaitReply>)> {
-        let refused = match self.run_once(call, limit, wait).await {
-            Ok(value) => return Ok(value),
-            Err(Sent::Failed(e)) => return Err(e),
-            Err(Sent::ReadOnly(e)) => e,
-        };
-        // Boxed: rare, and the call's future stays one attempt large (nothing of the retry is
-        // kept in it but the box).
-        Box::pin(self.again_on_master(call, limit, wait, refused)).await
-    }
-
-    /// Sends `call` once more after a replica refused it (`refused`), on a new connection.
-    /// A second refusal (the Sentinels still name the old master) is transient: the callers'
-    /// retries find the new master.
-    async fn again_on_master(
-        &self,
-        call: &Call<'_>,
-        limit: Duration,
-        wait: Option<WaitFor>,
-        refused: Error,
-    ) -> Result<(Value, Option<WaitReply>)> {
-        tracing::debug!(op = call.op, key = call.key, server = %self.source.describe(), error = %refused, "write refused by a replica; reconnecting to the master and sending it again");
-        drop(refused);
-        self.run_once(call, limit, wait)
-            .await
-            .map_err(|(Sent::ReadOnly(e) | Sent::Failed(e))| e)
+        match self.run_once(call, limit, wait).await {
+            Err(Sent::ReadOnly(e)) => {
+                tracing::debug!(op = call.op, key = call.key, server = %self.source.describe(), error = %e, "write refused by a replica; reconnecting to the master and sending it again");
+                // A second refusal (the Sentinels still name the old master) is transient: the
+                // callers' retries find the new master. Boxed: rare, and the call's future
+                // stays one attempt large.
+                Box::pin(self.run_once(call, limit, wait))
+                    .await
+                    .map_err(|(Sent::ReadOnly(e) | Sent::Failed(e))| e)
+            }
+            Err(Sent::Failed(e)) => Err(e),
+            Ok(value) => Ok(value),
+        }
     }
 
     async fn run_once(
@@ -264,20 +252,49 @@ impl Single {
         let op = call.op;
         // A synced call holds its connection until its reply (its WAIT blocks it); any other
         // call shares the pooled connection, through `shared` when the pool would reuse it.
-        let (
-            Shared {
-                mut conn,
-                identity,
-                generation,
-                broken,
-            },
-            _held,
-        ) = match self.reusable_for(wait.is_some()) {
-            Some(shared) => (shared, None),
-            // Boxed: rare (the first call, after a failure, a synced call), and a pool
-            // check-out's future is large; inline, every call's future would carry it.
-            None => Box::pin(self.check_out(wait.is_some(), limit, op)).await?,
+        let mut held = None;
+        let shared = match wait {
+            Some(_) => None,
+            None => self.reusable(),
         };
+        let Shared {
+            mut conn,
+            identity,
+            generation,
+            broken,
+        } = match shared {
+            Some(shared) => shared,
+            None => {
+                let pool = if wait.is_some() {
+                    &self.synced
+                } else {
+                    &self.pool
+                };
+                let pooled = match tokio::time::timeout(limit, pool.get()).await {
+                    Ok(pooled) => pooled.map_err(|e| Sent::Failed(pool_error(e, op, limit)))?,
+                    Err(_) => {
+                        return Err(Sent::Failed(Error::Timeout {
+                            operation: op,
+                            after: limit,
+                        }));
+                    }
+                };
+                // The call runs on a clone of the handle, which shares the connection; the
+                // pooled object goes back at once so that other calls share the connection
+                // meanwhile (a synced call keeps it). The pooled handle keeps its response
+                // timeout (`command_timeout`), which bounds the reply; another limit goes on
+                // the clone.
+                let shared = Shared::of(&pooled);
+                if wait.is_some() {
+                    held = Some(pooled);
+                } else {
+                    drop(pooled);
+                    self.keep(&shared);
+                }
+                shared
+            }
+        };
+        let _held = held;
         if let Some(sent) = call.sent {
             sent.record(identity);
         }
@@ -289,9 +306,8 @@ impl Single {
             (Some(wait), body) => Box::pin(sync::send(&mut conn, body, wait))
                 .await
                 .map(|(value, reply)| (value, Some(reply))),
-            // Boxed: rare (a script the server forgot twice), and a pipeline's future large.
             (None, Body::Script(invocation)) if call.load_first => {
-                Box::pin(super::capabilities::load_and_run(&mut conn, invocation))
+                super::capabilities::load_and_run(&mut conn, invocation)
                     .await
                     .map(|value| (value, None))
             }
@@ -339,38 +355,6 @@ impl Single {
                 Error::from_redis(e, call.key)
             })
         })
-    }
-
-    /// Takes a connection from the pool (`synced`: from the pool of synced calls), waiting up
-    /// to `limit`. The call runs on a clone of the handle, which shares the connection; the
-    /// pooled object goes back at once so that other calls share the connection meanwhile (a
-    /// synced call keeps it: returned beside the clone). The pooled handle keeps its response
-    /// timeout (`command_timeout`), which bounds the reply; another limit goes on the clone.
-    async fn check_out(
-        &self,
-        synced: bool,
-        limit: Duration,
-        op: &'static str,
-    ) -> Result<(Shared, Option<Box<managed::Object<Manager>>>), Sent> {
-        let pool = if synced { &self.synced } else { &self.pool };
-        let pooled = match tokio::time::timeout(limit, pool.get()).await {
-            Ok(pooled) => pooled.map_err(|e| Sent::Failed(pool_error(e, op, limit)))?,
-            Err(_) => {
-                return Err(Sent::Failed(Error::Timeout {
-                    operation: op,
-                    after: limit,
-                }));
-            }
-        };
-        let shared = Shared::of(&pooled);
-        if synced {
-            // Boxed: kept in the call's future until the reply.
-            Ok((shared, Some(Box::new(pooled))))
-        } else {
-            drop(pooled);
-            self.keep(&shared);
-            Ok((shared, None))
-        }
     }
 
     /// The server, as errors name it (see `Source::describe`).
@@ -443,12 +427,6 @@ impl Single {
         self.pool.close();
         self.synced.close();
         *self.shared_slot() = None;
-    }
-
-    /// The shared connection for a call that does not hold its connection (not `synced`), if
-    /// the pool would reuse it.
-    fn reusable_for(&self, synced: bool) -> Option<Shared> {
-        if synced { None } else { self.reusable() }
     }
 
     /// The shared connection, if the pool would reuse it.

@@ -9,6 +9,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tracing::Instrument;
@@ -18,7 +19,7 @@ use crate::shared::Shared;
 
 /// A future that, dropped before it completes, completes in a task of the client and passes
 /// its output to `finish` (generic, so that making one allocates only the call's box).
-pub(crate) struct Detachable<'a, T, G, GF>
+pub(crate) struct Detachable<T, G, GF>
 where
     T: Send + 'static,
     G: FnOnce(T) -> GF + Send + 'static,
@@ -26,34 +27,31 @@ where
 {
     call: Option<BoxFuture<'static, T>>,
     finish: Option<G>,
-    /// Borrowed, not cloned: its count is shared by every call of the client, and each
-    /// clone and drop of it would be a write to one cache line that all the runtime's
-    /// workers take turns on.
-    shared: &'a Shared,
+    shared: Arc<Shared>,
     /// The span the background task runs in.
     span: tracing::Span,
 }
 
-impl<'a, T, G, GF> Detachable<'a, T, G, GF>
+impl<T, G, GF> Detachable<T, G, GF>
 where
     T: Send + 'static,
     G: FnOnce(T) -> GF + Send + 'static,
     GF: Future<Output = ()> + Send + 'static,
 {
-    pub(crate) fn new<F>(shared: &'a Shared, call: F, finish: G) -> Self
+    pub(crate) fn new<F>(shared: &Arc<Shared>, call: F, finish: G) -> Self
     where
         F: Future<Output = T> + Send + 'static,
     {
         Self {
             call: Some(Box::pin(call)),
             finish: Some(finish),
-            shared,
+            shared: shared.clone(),
             span: tracing::Span::current(),
         }
     }
 }
 
-impl<T, G, GF> Future for Detachable<'_, T, G, GF>
+impl<T, G, GF> Future for Detachable<T, G, GF>
 where
     T: Send + 'static,
     G: FnOnce(T) -> GF + Send + 'static + Unpin,
@@ -73,7 +71,7 @@ where
     }
 }
 
-impl<T, G, GF> Drop for Detachable<'_, T, G, GF>
+impl<T, G, GF> Drop for Detachable<T, G, GF>
 where
     T: Send + 'static,
     G: FnOnce(T) -> GF + Send + 'static,
@@ -91,7 +89,7 @@ where
     }
 }
 
-impl<T, G, GF> std::fmt::Debug for Detachable<'_, T, G, GF>
+impl<T, G, GF> std::fmt::Debug for Detachable<T, G, GF>
 where
     T: Send + 'static,
     G: FnOnce(T) -> GF + Send + 'static,

@@ -315,13 +315,11 @@ async fn acquire_in_span<A: Acquire, T: Marker>(
         }
     };
     let _waiting = waiter.tag.waiting();
-    // Boxed: the waiting is the larger part of this future, and an uncontended acquisition
-    // (the first attempt granted) would otherwise carry it, moved at every layer above.
     let result = match strategy {
         Strategy::PubSub { channel, policy } => {
-            Box::pin(waiter.by_messages(&channel, policy, outage, yielding)).await
+            waiter.by_messages(&channel, policy, outage, yielding).await
         }
-        Strategy::Backoff(backoff) => Box::pin(waiter.by_backoff(backoff, outage)).await,
+        Strategy::Backoff(backoff) => waiter.by_backoff(backoff, outage).await,
     };
     match result {
         Ok(Ended::Granted(g)) => {
@@ -552,8 +550,7 @@ impl<A: Acquire, T: Marker> Waiter<A, T> {
                 );
                 Attempted::Failed(e)
             }
-            // Boxed: rare, and the largest part of an attempt's future.
-            Step::Unknown(pending, e) => Box::pin(self.resolve(pending, e, contended)).await,
+            Step::Unknown(pending, e) => self.resolve(pending, e, contended).await,
         }
     }
 
@@ -633,9 +630,8 @@ impl<A: Acquire, T: Marker> Waiter<A, T> {
         &self,
     ) -> impl FnOnce(Step<A::Grant, A::Pending>) -> BoxFuture<'static, ()> + Send + 'static {
         let acq = self.acq.clone();
-        // The client's shared state only where a cleanup needs it (each clone is a write to a
-        // count every call of the client shares).
-        let cleanup = self.cleanup_after().map(|wait| (wait, self.shared.clone()));
+        let shared = self.shared.clone();
+        let cleanup = self.cleanup_after();
         move |step| {
             Box::pin(async move {
                 match step {
@@ -652,7 +648,7 @@ impl<A: Acquire, T: Marker> Waiter<A, T> {
                     },
                     Step::Busy(_) | Step::Failed(_) | Step::Refused(_) | Step::Late(_) => {}
                 }
-                if let Some((wait, shared)) = cleanup {
+                if let Some(wait) = cleanup {
                     run_give_up(&shared, &*acq, wait).await;
                 }
             })

@@ -186,13 +186,12 @@ impl Watchdog {
             field: field.clone(),
         };
         let mut entries = self.registry.entries();
-        // One lookup (one hash of the key and field) for both the count and the removal.
-        if let std::collections::hash_map::Entry::Occupied(mut entry) = entries.entry(watched)
-            && Arc::ptr_eq(&entry.get().lease, lease)
+        if let Some(entry) = entries.get_mut(&watched)
+            && Arc::ptr_eq(&entry.lease, lease)
         {
-            entry.get_mut().guards -= 1;
-            if entry.get().guards == 0 {
-                entry.remove();
+            entry.guards -= 1;
+            if entry.guards == 0 {
+                entries.remove(&watched);
             }
         }
     }
