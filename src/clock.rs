@@ -7,9 +7,7 @@ use tokio::time::Instant;
 /// Milliseconds since the Unix epoch by this host's clock: what Redisson passes to the scripts
 /// that keep deadlines (a fair lock's queue, a permit's lease end), as `System.currentTimeMillis()`.
 pub(crate) fn epoch_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    millis(since_epoch())
 }
 
 /// [`epoch_ms`] for a script that starts a lease on it, and an instant no later than the one
@@ -21,12 +19,24 @@ pub(crate) fn epoch_ms() -> i64 {
 /// client may take it.
 pub(crate) fn epoch_ms_since() -> (i64, Instant) {
     let before = Instant::now();
-    let wall = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let wall = since_epoch();
     let truncated = Duration::from_nanos(u64::from(wall.subsec_nanos() % 1_000_000));
-    let ms = i64::try_from(wall.as_millis()).unwrap_or(i64::MAX);
-    (ms, before.checked_sub(truncated).unwrap_or(before))
+    (
+        millis(wall),
+        before.checked_sub(truncated).unwrap_or(before),
+    )
+}
+
+/// This host's wall clock since the Unix epoch (zero before it).
+fn since_epoch() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// Whole milliseconds of `d`, truncated, as the scripts take them.
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
