@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use common::{
     FaultProxy, Kind, POLL_LIMIT, RedisServer, client, command_stats, dbsize, exists, key_type, ms,
-    pttl, unique_name, value, wait_gone,
+    pttl, reset_stats, script_calls, unique_name, value, wait_gone,
 };
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
@@ -112,6 +112,93 @@ async fn acquire_writes_set_nx_px_and_a_second_client_waits_for_the_unlock() {
     // Dropping the guard releases it in the background.
     drop(g);
     wait_gone(&mut raw, &name, POLL_LIMIT).await;
+    assert_eq!(dbsize(&mut raw).await, 0);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// The `INFO commandstats` calls of the commands a token lock sends, since the last reset:
+/// `SET` (the plain one and the scripts' own), script runs, and the script's `TYPE` and `PTTL`.
+async fn token_commands(raw: &mut MultiplexedConnection) -> [u64; 4] {
+    [
+        command_stats(raw, "set").await.calls,
+        script_calls(raw).await,
+        command_stats(raw, "type").await.calls,
+        command_stats(raw, "pttl").await.calls,
+    ]
+}
+
+/// What goes to Redis: a free lock is one plain `SET NX PX` and no script; a refused first
+/// attempt is that `SET` and then the script, which says why (another holder's PTTL); every
+/// later poll of a wait is the script alone, which also grants when it finds the name free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_lock_is_one_set_nx_px_and_only_a_refusal_runs_the_script() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let a = client(&server);
+    let b = client(&server);
+    let name = unique_name("token");
+    // Both clients connected and every script loaded before counting.
+    for c in [&a, &b] {
+        let warm = unique_name("warm");
+        let g = c
+            .token_lock(&warm)
+            .lock_with_options(&lease(ms(10_000)))
+            .await
+            .unwrap();
+        assert!(c.token_lock(&warm).try_lock().await.unwrap().is_none());
+        g.unlock().await.unwrap();
+    }
+
+    reset_stats(&mut raw).await;
+    let guard = a
+        .token_lock(&name)
+        .lock_with_options(&lease(ms(10_000)))
+        .await
+        .unwrap();
+    assert_eq!(
+        token_commands(&mut raw).await,
+        [1, 0, 0, 0],
+        "SET, no script"
+    );
+    assert_eq!(
+        value(&mut raw, &name).await.as_deref(),
+        Some(guard.holder())
+    );
+    let ttl = pttl(&mut raw, &name).await;
+    assert!((9_000..=10_000).contains(&ttl), "pttl {ttl}");
+
+    // Refused: the plain SET, then the script (its TYPE, SET NX, GET, PTTL).
+    reset_stats(&mut raw).await;
+    let lock_b = b.token_lock(&name);
+    assert!(lock_b.try_lock().await.unwrap().is_none());
+    assert_eq!(token_commands(&mut raw).await, [2, 1, 1, 1]);
+    assert_eq!(command_stats(&mut raw, "get").await.calls, 1);
+
+    // A wait: one plain SET, then polls that are the script alone; the last one grants.
+    reset_stats(&mut raw).await;
+    let waiter = tokio::spawn(async move { lock_b.try_lock_for(ms(5_000)).await });
+    sleep(ms(300)).await;
+    guard.unlock().await.unwrap();
+    let got = timeout(POLL_LIMIT, waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+        .expect("granted after the unlock");
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some(got.holder()));
+    let [sets, scripts, types, pttls] = token_commands(&mut raw).await;
+    // Scripts: the waiter's polls and the holder's compare-and-delete.
+    let polls = scripts - 1;
+    assert!(polls >= 2, "{polls} polls in 300 ms");
+    assert_eq!(sets, 1 + polls, "one plain SET, one SET NX per poll");
+    assert_eq!(types, polls);
+    assert_eq!(
+        pttls,
+        polls - 1,
+        "every poll but the granting one read the PTTL"
+    );
+    got.unlock().await.unwrap();
     assert_eq!(dbsize(&mut raw).await, 0);
     a.shutdown().await;
     b.shutdown().await;

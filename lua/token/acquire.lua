@@ -1,6 +1,8 @@
--- token/acquire.lua: take a plain token lock, SET N T NX PX lease.
+-- token/acquire.lua: take a plain token lock, SET N T NX PX lease, or say why not.
 -- Not a Redisson structure; the plain SET NX lock many services hand-write (a Redisson client
 -- cannot share it; a service that hand-wrote the same SET NX + compare-and-delete can).
+-- A wait's first attempt sends the plain SET N T NX PX lease instead (OK = acquired); this
+-- script runs after that SET was refused and for every later poll of the wait.
 --
 -- KEYS[1] = lock name N (a string: the holder's token)
 -- ARGV[1] = token T of this acquisition

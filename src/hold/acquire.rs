@@ -133,6 +133,7 @@ impl Acquire for HoldAcquire {
         &self,
         wait: Option<Duration>,
         limit: Duration,
+        contended: bool,
     ) -> BoxFuture<'_, Step<Held, PendingAcquire>> {
         Box::pin(async move {
             let spec = &self.spec;
@@ -150,6 +151,7 @@ impl Acquire for HoldAcquire {
                     hold: spec,
                     wait,
                     limit,
+                    contended,
                     expected: op.held(),
                     sent: Delivery::default(),
                 };

@@ -86,6 +86,8 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) wait: Option<Duration>,
     /// How long to wait for the reply.
     pub(crate) limit: Duration,
+    /// An earlier attempt of this wait found the lock busy.
+    pub(crate) contended: bool,
     /// The holds the client counts for the holder; the script grants only when Redis agrees
     /// (docs/LAYOUT.md §12).
     pub(crate) expected: u32,

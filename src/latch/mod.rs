@@ -291,7 +291,12 @@ impl Acquire for LatchOpen {
         }
     }
 
-    fn attempt(&self, _wait: Option<Duration>, _limit: Duration) -> BoxFuture<'_, Step<(), ()>> {
+    fn attempt(
+        &self,
+        _wait: Option<Duration>,
+        _limit: Duration,
+        _contended: bool,
+    ) -> BoxFuture<'_, Step<(), ()>> {
         Box::pin(async move {
             match self.inner.count().await {
                 Ok(0) => Step::Granted(()),

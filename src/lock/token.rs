@@ -1,4 +1,5 @@
-//! The plain token lock: `SET name <value> NX PX lease`, released by a Lua compare-and-delete,
+//! The plain token lock: `SET name <value> NX PX lease` (a refusal explained by
+//! `lua/token/acquire.lua`), released by a Lua compare-and-delete,
 //! renewed by a compare-and-`PEXPIRE` (its scripts are in `lua/token/`). Not a Redisson
 //! structure: the lock many services hand-write before adopting Redisson.
 //!
@@ -110,6 +111,10 @@ pub enum ValueFormat {
 ///   after the grant and is never extended. Without one the lease is the client's
 ///   `watchdog_timeout`, extended every `watchdog_timeout / 3` by a compare-and-`PEXPIRE`
 ///   while the guard lives; the guard reports lost when the extension finds another value.
+/// - **Commands**: an acquisition of a free lock is one plain `SET name <value> NX PX
+///   <lease>`. When that `SET` is refused, a script (`lua/token/acquire.lua`) tells why
+///   (another holder, this value already, a key of another type) and every later poll of the
+///   wait is that script alone, which grants the same way when it finds the name free.
 /// - **No fairness, waiting by polling**: nothing is published, so a waiter polls with
 ///   exponential back-off (2 ms doubling to 100 ms) and notices a release within about the
 ///   current delay. Waiters are served in no particular order.
@@ -255,6 +260,29 @@ impl HoldKind for Token {
     ) -> BoxFuture<'a, Result<(AcquireReply, Synced)>> {
         Box::pin(async move {
             let hold = req.hold;
+            // A wait's first attempt sends the plain `SET N V NX PX lease`: on a free name it
+            // grants at once, a command the server runs without Lua. Only a refusal, and every
+            // poll after one (a lock seen held is likely held still), runs the script, which
+            // grants the same way or says why not: held by this value, by another one (its
+            // PTTL), or a key of another type.
+            if !req.contended {
+                let mut set = redis::cmd("SET");
+                set.arg(&*hold.name)
+                    .arg(&*hold.field)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(hold.lease_ms);
+                let call = Call::write_command("acquire", &hold.name, &set)
+                    .limit(req.limit)
+                    .tracked(&req.sent);
+                match hold.shared.conn.call(call).await? {
+                    Value::Nil => {}
+                    ref v if status(v) == Some(b"OK") => {
+                        return Ok((AcquireReply::Granted { token: None }, Synced::Skipped));
+                    }
+                    other => return Err(unexpected("SET NX PX", &other)),
+                }
+            }
             let mut invocation = ACQUIRE.prepare_invoke();
             invocation
                 .key(&*hold.name)

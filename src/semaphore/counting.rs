@@ -562,6 +562,7 @@ impl Acquire for SemaphoreAcquire {
         &self,
         _wait: Option<Duration>,
         limit: Duration,
+        _contended: bool,
     ) -> BoxFuture<'_, Step<Marker, PendingGrant>> {
         Box::pin(async move {
             let inner = &self.inner;

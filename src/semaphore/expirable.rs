@@ -727,6 +727,7 @@ impl Acquire for ExpirableAcquire {
         &self,
         _wait: Option<Duration>,
         limit: Duration,
+        _contended: bool,
     ) -> BoxFuture<'_, Step<(Vec<PermitId>, Instant), PendingIds>> {
         Box::pin(async move {
             let inner = &self.inner;

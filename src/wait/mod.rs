@@ -116,11 +116,13 @@ pub(crate) trait Acquire: Send + Sync + 'static {
     fn strategy(&self) -> Strategy;
 
     /// Makes one attempt. `wait` is the caller's whole wait (`Some(ZERO)`: a single attempt,
-    /// `None`: no deadline); `limit` bounds the wait for its reply.
+    /// `None`: no deadline); `limit` bounds the wait for its reply; `contended`: an earlier
+    /// attempt of this wait found the primitive busy (a kind may ask differently then).
     fn attempt(
         &self,
         wait: Option<Duration>,
         limit: Duration,
+        contended: bool,
     ) -> BoxFuture<'_, Step<Self::Grant, Self::Pending>>;
 
     /// Finds out whether an attempt of unknown outcome took effect, making sure it cannot
@@ -502,7 +504,7 @@ impl<A: Acquire, T: Marker> Waiter<A, T> {
         }
         let acq = self.acq.clone();
         let (wait, limit) = (self.wait, self.command_timeout());
-        let call = async move { acq.attempt(wait, limit).await };
+        let call = async move { acq.attempt(wait, limit, contended).await };
         let finish = self.finish();
         let detached = Detachable::new(&self.shared, call, finish);
         // Without a deadline the attempt's own calls bound it (each by the command timeout);

@@ -64,7 +64,12 @@ impl Acquire for Fake {
         ))
     }
 
-    fn attempt(&self, _wait: Option<Duration>, _limit: Duration) -> BoxFuture<'_, Step<u64, u64>> {
+    fn attempt(
+        &self,
+        _wait: Option<Duration>,
+        _limit: Duration,
+        _contended: bool,
+    ) -> BoxFuture<'_, Step<u64, u64>> {
         Box::pin(async move {
             let n = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
             tokio::time::sleep(self.delay).await;
