@@ -579,7 +579,8 @@ const METHOD: &str = "\
 - **S0** the crate against the bare client: the Rust agent's `bench` op and, in this process, a bare \
 redis-rs `MultiplexedConnection` (one, shared by every task, two runtime workers like the agent) sending \
 the crate's own `lua/lock/acquire.lua` and `lua/lock/unlock.lua` with EVALSHA (`bench/src/bare.rs`), \
-alternating, at 1, 8, 64 and 512 tasks on distinct keys: pairs/s and pair p50. The bare client is also \
+alternating, at 1, 8, 64 and 512 tasks on distinct keys, four times S1's and S2's pairs per task, each \
+cell after an untimed fifth of itself: pairs/s and pair p50. The bare client is also \
 the `bare` column of S1 and S2, run in the same repetitions. Targets: ≥ 0.9 × bare at 64 and 512 tasks, \
 p50 ≤ 1.1 × bare at 1 task.
 - **S1** uncontended latency: the agents' `bench` op, 1 task, one key, lock+unlock pairs; p50/p99 per \
