@@ -58,9 +58,6 @@ pub fn s10(env: &Env, report: &mut Report) -> Result<()> {
     peer(env, report, &runtime)
 }
 
-/// How many times S1's and S2's pairs per task a peer cell runs.
-const PEER_CELL_SCALE: u64 = 4;
-
 /// The peer's label in the report.
 const RSLOCK: &str = "rslock 0.10 (SET NX PX, compare-and-delete)";
 
@@ -73,12 +70,7 @@ fn peer_metric(who: &str, tasks: u64) -> String {
 /// and 512 tasks on keys of their own, alternating in every repetition; the token lock's row
 /// carries the target "≥ rslock".
 fn peer(env: &Env, report: &mut Report, runtime: &tokio::runtime::Runtime) -> Result<()> {
-    // Four times S1's and S2's pairs per task: their cells last 0.1-0.2 s here, and a
-    // single scheduling hiccup moved a ratio by 10 %.
-    let sizes: Vec<(u64, u64)> = std::iter::once((1, env.sizes.s1_pairs))
-        .chain(env.sizes.s2.iter().copied())
-        .map(|(tasks, iterations)| (tasks, iterations * PEER_CELL_SCALE))
-        .collect();
+    let sizes = env.sizes.steady_cells();
     let url = env.server.url();
     runtime.block_on(async {
         let client = Client::open(&url).map_err(|e| format!("client: {e}"))?;
@@ -110,12 +102,8 @@ fn peer(env: &Env, report: &mut Report, runtime: &tokio::runtime::Runtime) -> Re
         for rep in 0..env.options.reps {
             for &(tasks, iterations) in &sizes {
                 for who in ["TokenLock", RSLOCK] {
-                    // Untimed, a fifth of the cell first: the runtime's workers settle into
-                    // this size's load. Without it a cell right after a change of size ran
-                    // partly in the previous size's state, and at one task the order decided
-                    // the ratio: TokenLock / rslock 0.71-0.86 when TokenLock went first, 1.08-1.25
-                    // when rslock did (one task after eight, medians of 5 rounds).
-                    cell(who, tasks, iterations.div_ceil(5)).await?;
+                    // Untimed first (`env::untimed_part`): the workers settle into this size.
+                    cell(who, tasks, crate::env::untimed_part(iterations)).await?;
                     let took = cell(who, tasks, iterations).await?;
                     let rate = (tasks * iterations) as f64 / took.as_secs_f64();
                     report.sample("S10", &peer_metric(who, tasks), "rust", rep, rate);

@@ -95,6 +95,17 @@ impl Options {
     }
 }
 
+/// How many times S1's and S2's pairs per task a steady cell runs (S0, S10's peer rows): the
+/// S2-sized cells last 0.1-0.2 s, and a single scheduling hiccup moved a ratio by 10 %.
+const STEADY_SCALE: u64 = 4;
+
+/// The untimed part a steady cell runs first, of `iterations` pairs per task: a fifth. A cell
+/// right after a change of size otherwise runs partly in the previous size's state (in one
+/// process, one task after eight, the side measured first lost up to 30 %).
+pub fn untimed_part(iterations: u64) -> u64 {
+    iterations.div_ceil(5)
+}
+
 /// Iteration counts: the full run takes minutes, the quick one seconds.
 #[derive(Debug, Clone)]
 pub struct Sizes {
@@ -136,6 +147,15 @@ pub struct Sizes {
 }
 
 impl Sizes {
+    /// The steady cells (tasks, pairs per task) of the side-by-side rows (S0, S10's peer rows):
+    /// one task at S1's count, then S2's sizes, [`STEADY_SCALE`] times their pairs per task.
+    pub fn steady_cells(&self) -> Vec<(u64, u64)> {
+        std::iter::once((1, self.s1_pairs))
+            .chain(self.s2.iter().copied())
+            .map(|(tasks, iterations)| (tasks, iterations * STEADY_SCALE))
+            .collect()
+    }
+
     pub fn new(quick: bool) -> Self {
         if quick {
             Self {

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::ceiling::{self, Scripts};
 use crate::drive::{self, Error, Result, StressPart};
-use crate::env::Env;
+use crate::env::{Env, untimed_part};
 use crate::handoff::{self, Interval};
 use crate::memory;
 use crate::report::{Better, CeilingLine, CommandCounts, Report, Target};
@@ -88,9 +88,6 @@ pub fn warm_up(env: &Env) -> Result<()> {
 /// connection sending the crate's own two scripts with EVALSHA) at 1, 8, 64 and 512 tasks on
 /// distinct keys, alternating the two within every repetition: pairs/s and pair p50. The
 /// crate's side is the Rust agent's `bench` op, as in S1 and S2.
-/// How many times S1's and S2's pairs per task an S0 cell runs.
-const S0_CELL_SCALE: u64 = 4;
-
 pub fn s0(env: &Env, report: &mut Report) -> Result<()> {
     let s = &env.sizes;
     let plural = |tasks: u64| if tasks == 1 { "task" } else { "tasks" };
@@ -101,14 +98,8 @@ pub fn s0(env: &Env, report: &mut Report) -> Result<()> {
         )
     };
     let p50 = |tasks: u64| format!("pair p50, {tasks} {}, vs bare", plural(tasks));
-    // Four times S1's and S2's pairs per task, each cell after an untimed fifth of itself on
-    // the same side, as S10's peer cells (bench/src/composed.rs): the S2-sized cells last
-    // 0.1-0.2 s, and a cell right after a change of size runs partly in the previous size's
-    // state.
-    let sizes: Vec<(u64, u64)> = std::iter::once((1, s.s1_pairs))
-        .chain(s.s2.iter().copied())
-        .map(|(tasks, iterations)| (tasks, iterations * S0_CELL_SCALE))
-        .collect();
+    // Steady cells, each after an untimed part on the same side (`env::untimed_part`).
+    let sizes = s.steady_cells();
     let crate_run = |tasks: u64, iterations: u64| {
         drive::bench(
             &env.agents(Impl::Rust)[0],
@@ -122,11 +113,11 @@ pub fn s0(env: &Env, report: &mut Report) -> Result<()> {
     for rep in 0..env.options.reps {
         for &(tasks, iterations) in &sizes {
             env.bare
-                .bench(&env.name("s0"), tasks, iterations.div_ceil(5), false)?;
+                .bench(&env.name("s0"), tasks, untimed_part(iterations), false)?;
             let bare = env.bare.bench(&env.name("s0"), tasks, iterations, false)?;
             report.sample("S0", &rate(tasks), "bare", rep, bare.rate());
             report.sample("S0", &p50(tasks), "bare", rep, bare.p50_us);
-            crate_run(tasks, iterations.div_ceil(5))?;
+            crate_run(tasks, untimed_part(iterations))?;
             let run = crate_run(tasks, iterations)?;
             report.sample("S0", &rate(tasks), "rust", rep, run.rate());
             report.sample("S0", &p50(tasks), "rust", rep, run.p50_us);
