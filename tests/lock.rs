@@ -299,3 +299,68 @@ async fn names_with_braces_use_their_own_hash_tag() {
     drop(stream);
     client.shutdown().await;
 }
+
+/// `CLIENT LIST TYPE normal`: the ids of the server's plain (not pub/sub) connections.
+async fn normal_clients(raw: &mut redis::aio::MultiplexedConnection) -> Vec<u64> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("normal")
+        .query_async(raw)
+        .await
+        .unwrap();
+    list.lines()
+        .map(|line| {
+            let id = line
+                .split(' ')
+                .find_map(|kv| kv.strip_prefix("id="))
+                .unwrap_or_else(|| panic!("no id in {line:?}"));
+            id.parse().unwrap()
+        })
+        .collect()
+}
+
+/// A burst of first calls (256 tasks locking at once on a client that has no connection yet)
+/// opens one connection, which they all share, not one per call the pool could not serve at
+/// that instant (up to its size, then idle).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_first_calls_opens_one_connection() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let own: u64 = redis::cmd("CLIENT")
+        .arg("ID")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(normal_clients(&mut raw).await, vec![own]);
+    let client = client(&server);
+    let name = unique_name("burst");
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(256));
+    let tasks: Vec<_> = (0..256)
+        .map(|i| {
+            let lock = client.lock(format!("{name}:{i}"));
+            let start = start.clone();
+            tokio::spawn(async move {
+                start.wait().await;
+                lock.try_lock()
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .unlock()
+                    .await
+                    .unwrap();
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let clients = normal_clients(&mut raw).await;
+    assert_eq!(
+        clients.len(),
+        2,
+        "this test's connection and one of the client's: {clients:?}"
+    );
+    assert!(clients.contains(&own));
+    client.shutdown().await;
+}

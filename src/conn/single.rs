@@ -24,8 +24,9 @@ use crate::tasks::Tasks;
 ///
 /// A call checks a connection out only to clone its handle, and puts it back before sending:
 /// concurrent calls share one multiplexed connection, so the requests of many tasks travel
-/// pipelined (the pool opens another connection only while every one is checked out at the same
-/// instant, which is rare).
+/// pipelined. Calls check out one at a time (`Single::checkout`), so the pool opens a
+/// connection only when it has none it would reuse; synced calls, which hold theirs until the
+/// reply, have a pool of their own.
 ///
 /// Unlike `deadpool_redis::Manager`, recycling does not send `UNWATCH` + `PING` on every
 /// checkout (one extra round trip per lock operation). Instead, a connection whose call failed
@@ -155,6 +156,9 @@ pub(super) struct Single {
     /// The connection most calls share (`None` before the first call, after a failure and
     /// after `close`).
     shared: std::sync::Mutex<Option<Shared>>,
+    /// Taken by a call that finds no shared connection while it gets one (see
+    /// [`Single::checkout`]).
+    opening: tokio::sync::Mutex<()>,
     /// Connections that a synced call (the script, then `WAIT`) holds for itself until its
     /// reply: `WAIT` blocks its connection, and on a shared one every other call would queue
     /// behind it (seconds, while the replicas do not answer, as in a failover).
@@ -203,6 +207,7 @@ impl Single {
         Ok(Self {
             pool: pool(config.pool_size)?,
             shared: std::sync::Mutex::new(None),
+            opening: tokio::sync::Mutex::new(()),
             synced: pool(config.pool_size)?,
             source,
             command_timeout: config.command_timeout,
@@ -252,49 +257,22 @@ impl Single {
         let op = call.op;
         // A synced call holds its connection until its reply (its WAIT blocks it); any other
         // call shares the pooled connection, through `shared` when the pool would reuse it.
-        let mut held = None;
         let shared = match wait {
             Some(_) => None,
             None => self.reusable(),
+        };
+        let (shared, _held) = match shared {
+            Some(shared) => (shared, None),
+            // Boxed: the first call, one after a failure, and synced calls only; inline it
+            // would make every call's future larger.
+            None => Box::pin(self.checkout(op, limit, wait.is_some())).await?,
         };
         let Shared {
             mut conn,
             identity,
             generation,
             broken,
-        } = match shared {
-            Some(shared) => shared,
-            None => {
-                let pool = if wait.is_some() {
-                    &self.synced
-                } else {
-                    &self.pool
-                };
-                let pooled = match tokio::time::timeout(limit, pool.get()).await {
-                    Ok(pooled) => pooled.map_err(|e| Sent::Failed(pool_error(e, op, limit)))?,
-                    Err(_) => {
-                        return Err(Sent::Failed(Error::Timeout {
-                            operation: op,
-                            after: limit,
-                        }));
-                    }
-                };
-                // The call runs on a clone of the handle, which shares the connection; the
-                // pooled object goes back at once so that other calls share the connection
-                // meanwhile (a synced call keeps it). The pooled handle keeps its response
-                // timeout (`command_timeout`), which bounds the reply; another limit goes on
-                // the clone.
-                let shared = Shared::of(&pooled);
-                if wait.is_some() {
-                    held = Some(pooled);
-                } else {
-                    drop(pooled);
-                    self.keep(&shared);
-                }
-                shared
-            }
-        };
-        let _held = held;
+        } = shared;
         if let Some(sent) = call.sent {
             sent.record(identity);
         }
@@ -355,6 +333,59 @@ impl Single {
                 Error::from_redis(e, call.key)
             })
         })
+    }
+
+    /// A connection from the pool, waiting up to `limit` for it: for a synced call, one it
+    /// holds until its reply (returned, to be kept); for any other, the handle the next calls
+    /// share (see [`Shared`]), the pooled object going back at once. Calls that find no shared
+    /// handle take turns here: the first opens the connection, the others then share it
+    /// instead of each opening one while the pool has none to give (a burst of first calls
+    /// would open up to the pool's size, then leave all but one idle).
+    async fn checkout(
+        &self,
+        op: &'static str,
+        limit: Duration,
+        synced: bool,
+    ) -> Result<(Shared, Option<managed::Object<Manager>>), Sent> {
+        let timeout = || {
+            Sent::Failed(Error::Timeout {
+                operation: op,
+                after: limit,
+            })
+        };
+        let pool = if synced { &self.synced } else { &self.pool };
+        let pooled = tokio::time::timeout(limit, async {
+            let _turn = if synced {
+                None
+            } else {
+                let turn = self.opening.lock().await;
+                if let Some(shared) = self.reusable() {
+                    // Opened by the call before this one.
+                    return Ok(Err(shared));
+                }
+                Some(turn)
+            };
+            pool.get().await.map(Ok)
+        })
+        .await
+        .map_err(|_| timeout())?
+        .map_err(|e| Sent::Failed(pool_error(e, op, limit)))?;
+        let pooled = match pooled {
+            Ok(pooled) => pooled,
+            Err(shared) => return Ok((shared, None)),
+        };
+        // The call runs on a clone of the handle, which shares the connection; the pooled
+        // object goes back at once so that other calls share the connection meanwhile (a
+        // synced call keeps it). The pooled handle keeps its response timeout
+        // (`command_timeout`), which bounds the reply; another limit goes on the clone.
+        let shared = Shared::of(&pooled);
+        if synced {
+            Ok((shared, Some(pooled)))
+        } else {
+            drop(pooled);
+            self.keep(&shared);
+            Ok((shared, None))
+        }
     }
 
     /// The server, as errors name it (see `Source::describe`).
