@@ -68,8 +68,9 @@ pub struct Config {
     pub pubsub: PubSubMode,
     /// Maximum number of connections for lock commands (one more, dedicated connection
     /// carries the client's pub/sub subscriptions). Calls share a connection: it is
-    /// multiplexed, so the requests of concurrent tasks travel pipelined on it, and a further
-    /// connection opens only when every open one is being checked out at the same instant.
+    /// multiplexed, so the requests of concurrent tasks travel pipelined on it, and another opens
+    /// only to replace one that failed (or, with replica sync, for a synced call, which holds
+    /// one of a second pool of this size until its reply).
     ///
     /// Default: 16.
     pub pool_size: usize,
