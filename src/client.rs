@@ -428,6 +428,12 @@ impl ClientBuilder {
         self
     }
 
+    /// Sets [`Config::connections`].
+    pub fn connections(mut self, connections: usize) -> Self {
+        self.config.connections = connections;
+        self
+    }
+
     /// Sets [`Config::watchdog_timeout`].
     pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.config.watchdog_timeout = timeout;

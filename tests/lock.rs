@@ -364,3 +364,108 @@ async fn a_burst_of_first_calls_opens_one_connection() {
     assert!(clients.contains(&own));
     client.shutdown().await;
 }
+
+/// The `cmd=` (last command) of the client `id` in `CLIENT LIST`.
+async fn last_command(raw: &mut redis::aio::MultiplexedConnection, id: u64) -> String {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("ID")
+        .arg(id)
+        .query_async(raw)
+        .await
+        .unwrap();
+    list.split(' ')
+        .find_map(|kv| kv.strip_prefix("cmd="))
+        .unwrap_or_else(|| panic!("no cmd in {list:?}"))
+        .to_owned()
+}
+
+/// With `connections(2)` the client opens two connections, and successive calls take them in
+/// turn: both have run the lock scripts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_connections_share_the_calls() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let own: u64 = redis::cmd("CLIENT")
+        .arg("ID")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let client = common::builder(server.url())
+        .connections(2)
+        .build()
+        .unwrap();
+    let name = unique_name("lanes");
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(64));
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let lock = client.lock(format!("{name}:{i}"));
+            let start = start.clone();
+            tokio::spawn(async move {
+                start.wait().await;
+                for _ in 0..4 {
+                    lock.try_lock()
+                        .await
+                        .unwrap()
+                        .unwrap()
+                        .unlock()
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut clients = normal_clients(&mut raw).await;
+    clients.retain(|id| *id != own);
+    assert_eq!(clients.len(), 2, "the client's connections: {clients:?}");
+    for id in clients {
+        assert_eq!(last_command(&mut raw, id).await, "evalsha", "client {id}");
+    }
+    client.shutdown().await;
+}
+
+/// A client whose pool has room for one connection only gets a new one after the server killed
+/// it: the dead one leaves its place first (one failed call, then the lock works again).
+#[tokio::test]
+async fn a_pool_of_one_replaces_its_killed_connection() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = common::builder(server.url()).pool_size(1).build().unwrap();
+    let name = unique_name("one");
+    let lock = client.lock(&name);
+    lock.try_lock()
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1, "the client's one connection");
+    let mut errors = 0;
+    let guard = loop {
+        match lock.try_lock().await {
+            Ok(Some(guard)) => break guard,
+            Ok(None) => panic!("nobody holds it"),
+            Err(e) => {
+                assert!(matches!(e, Error::Connection { .. }), "{e}");
+                errors += 1;
+                assert!(errors <= 1, "a second failed call: {e}");
+            }
+        }
+    };
+    guard.unlock().await.unwrap();
+    assert_eq!(normal_clients(&mut raw).await.len(), 2);
+    client.shutdown().await;
+}

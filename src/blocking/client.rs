@@ -325,6 +325,8 @@ impl ClientBuilder {
         pubsub(mode: PubSubMode);
         /// Sets [`Config::pool_size`].
         pool_size(size: usize);
+        /// Sets [`Config::connections`].
+        connections(connections: usize);
         /// Sets [`Config::watchdog_timeout`].
         watchdog_timeout(timeout: Duration);
         /// Sets [`Config::watchdog_batch_size`].

@@ -22,11 +22,11 @@ use crate::tasks::Tasks;
 
 /// Creates multiplexed connections for the pool.
 ///
-/// A call checks a connection out only to clone its handle, and puts it back before sending:
-/// concurrent calls share one multiplexed connection, so the requests of many tasks travel
-/// pipelined. Calls check out one at a time (`Single::checkout`), so the pool opens a
-/// connection only when it has none it would reuse; synced calls, which hold theirs until the
-/// reply, have a pool of their own.
+/// Calls share the multiplexed connections their lanes keep checked out (`Config::connections`
+/// of them, one by default), so the requests of many tasks travel pipelined; a lane gets
+/// another only when its own failed or was retired, one call at a time
+/// (`Single::checkout`). Synced calls, which hold theirs until the reply, have a pool of their
+/// own.
 ///
 /// Unlike `deadpool_redis::Manager`, recycling does not send `UNWATCH` + `PING` on every
 /// checkout (one extra round trip per lock operation). Instead, a connection whose call failed
@@ -126,11 +126,11 @@ async fn identify(
 
 type Pool = managed::Pool<Manager>;
 
-/// The handle of the pooled connection calls share, kept beside the pool so that a call clones
-/// it without a pool check-out (a semaphore permit, the slot queue's lock, a recycle step and
-/// the return, about a tenth of an uncontended lock pair's instructions). It is used only while
-/// the pool would reuse it: opened in the current generation and not marked broken; otherwise
-/// the call checks out from the pool as before and keeps what it got here.
+/// The handle of a pooled connection calls share, kept in a [`Lane`] so that a call clones it
+/// without a pool check-out (a semaphore permit, the slot queue's lock, a recycle step and the
+/// return, about a tenth of an uncontended lock pair's instructions). It is used only while the
+/// pool would reuse it: opened in the current generation and not marked broken; otherwise the
+/// call checks out from the pool and keeps what it got in the lane.
 #[derive(Clone)]
 struct Shared {
     conn: MultiplexedConnection,
@@ -150,15 +150,31 @@ impl Shared {
     }
 }
 
+/// One connection calls share: its handle, and the pooled object it came from, kept checked
+/// out so that each lane has a connection of its own.
+#[derive(Default)]
+struct Lane {
+    /// `None` before the first call, after a failure and after `close`.
+    slot: std::sync::Mutex<Option<(Shared, managed::Object<Manager>)>>,
+    /// Taken by a call that finds no usable connection in the lane while it gets one (see
+    /// [`Single::checkout`]).
+    opening: tokio::sync::Mutex<()>,
+}
+
+impl Lane {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Shared, managed::Object<Manager>)>> {
+        // A panic while holding it leaves a plain value behind: still usable.
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// The connections to one server.
 pub(super) struct Single {
     pool: Pool,
-    /// The connection most calls share (`None` before the first call, after a failure and
-    /// after `close`).
-    shared: std::sync::Mutex<Option<Shared>>,
-    /// Taken by a call that finds no shared connection while it gets one (see
-    /// [`Single::checkout`]).
-    opening: tokio::sync::Mutex<()>,
+    /// The connections calls share, taken in turn (see [`Lane`]).
+    lanes: Box<[Lane]>,
+    /// The lane of the next call.
+    next: std::sync::atomic::AtomicUsize,
     /// Connections that a synced call (the script, then `WAIT`) holds for itself until its
     /// reply: `WAIT` blocks its connection, and on a shared one every other call would queue
     /// behind it (seconds, while the replicas do not answer, as in a failover).
@@ -206,8 +222,10 @@ impl Single {
         };
         Ok(Self {
             pool: pool(config.pool_size)?,
-            shared: std::sync::Mutex::new(None),
-            opening: tokio::sync::Mutex::new(()),
+            lanes: (0..config.connections.max(1))
+                .map(|_| Lane::default())
+                .collect(),
+            next: std::sync::atomic::AtomicUsize::new(0),
             synced: pool(config.pool_size)?,
             source,
             command_timeout: config.command_timeout,
@@ -256,16 +274,21 @@ impl Single {
     ) -> Result<(Value, Option<WaitReply>), Sent> {
         let op = call.op;
         // A synced call holds its connection until its reply (its WAIT blocks it); any other
-        // call shares the pooled connection, through `shared` when the pool would reuse it.
-        let shared = match wait {
+        // call shares the connection of the next lane, when the pool would reuse it.
+        let lane = match wait {
             Some(_) => None,
-            None => self.reusable(),
+            None if self.lanes.len() == 1 => Some(&self.lanes[0]),
+            None => {
+                let i = self.next.fetch_add(1, Ordering::Relaxed);
+                Some(&self.lanes[i % self.lanes.len()])
+            }
         };
+        let shared = lane.and_then(|lane| self.reusable(lane));
         let (shared, _held) = match shared {
             Some(shared) => (shared, None),
             // Boxed: the first call, one after a failure, and synced calls only; inline it
             // would make every call's future larger.
-            None => Box::pin(self.checkout(op, limit, wait.is_some())).await?,
+            None => Box::pin(self.checkout(op, limit, lane)).await?,
         };
         let Shared {
             mut conn,
@@ -335,56 +358,60 @@ impl Single {
         })
     }
 
-    /// A connection from the pool, waiting up to `limit` for it: for a synced call, one it
-    /// holds until its reply (returned, to be kept); for any other, the handle the next calls
-    /// share (see [`Shared`]), the pooled object going back at once. Calls that find no shared
-    /// handle take turns here: the first opens the connection, the others then share it
-    /// instead of each opening one while the pool has none to give (a burst of first calls
-    /// would open up to the pool's size, then leave all but one idle).
+    /// A connection from the pool, waiting up to `limit` for it: for a synced call (no
+    /// `lane`), one it holds until its reply (returned, to be kept); for any other, the
+    /// connection of its lane, kept there for the next calls (see [`Lane`]). Calls that find
+    /// no usable connection in a lane take turns here: the first opens one, the others then
+    /// share it instead of each opening one while the pool has none to give (a burst of first
+    /// calls would open up to the pool's size, then leave all but one idle).
     async fn checkout(
         &self,
         op: &'static str,
         limit: Duration,
-        synced: bool,
+        lane: Option<&Lane>,
     ) -> Result<(Shared, Option<managed::Object<Manager>>), Sent> {
-        let timeout = || {
+        let pool = if lane.is_some() {
+            &self.pool
+        } else {
+            &self.synced
+        };
+        let got = tokio::time::timeout(limit, async {
+            let Some(lane) = lane else {
+                return pool.get().await.map(Ok);
+            };
+            let _turn = lane.opening.lock().await;
+            if let Some(shared) = self.reusable(lane) {
+                // Opened by the call before this one.
+                return Ok(Err(shared));
+            }
+            // The lane's broken or retired connection goes back to the pool first, which
+            // drops it at this check-out: a pool of `connections` objects has room for the
+            // replacement.
+            drop(lane.slot().take());
+            pool.get().await.map(Ok)
+        })
+        .await
+        .map_err(|_| {
             Sent::Failed(Error::Timeout {
                 operation: op,
                 after: limit,
             })
-        };
-        let pool = if synced { &self.synced } else { &self.pool };
-        let pooled = tokio::time::timeout(limit, async {
-            let _turn = if synced {
-                None
-            } else {
-                let turn = self.opening.lock().await;
-                if let Some(shared) = self.reusable() {
-                    // Opened by the call before this one.
-                    return Ok(Err(shared));
-                }
-                Some(turn)
-            };
-            pool.get().await.map(Ok)
-        })
-        .await
-        .map_err(|_| timeout())?
+        })?
         .map_err(|e| Sent::Failed(pool_error(e, op, limit)))?;
-        let pooled = match pooled {
+        let pooled = match got {
             Ok(pooled) => pooled,
             Err(shared) => return Ok((shared, None)),
         };
-        // The call runs on a clone of the handle, which shares the connection; the pooled
-        // object goes back at once so that other calls share the connection meanwhile (a
-        // synced call keeps it). The pooled handle keeps its response timeout
-        // (`command_timeout`), which bounds the reply; another limit goes on the clone.
+        // The call runs on a clone of the handle, which shares the connection. The pooled
+        // handle keeps its response timeout (`command_timeout`), which bounds the reply;
+        // another limit goes on the clone.
         let shared = Shared::of(&pooled);
-        if synced {
-            Ok((shared, Some(pooled)))
-        } else {
-            drop(pooled);
-            self.keep(&shared);
-            Ok((shared, None))
+        match lane {
+            None => Ok((shared, Some(pooled))),
+            Some(lane) => {
+                self.keep(lane, &shared, pooled);
+                Ok((shared, None))
+            }
         }
     }
 
@@ -457,30 +484,28 @@ impl Single {
     pub(super) fn close(&self) {
         self.pool.close();
         self.synced.close();
-        *self.shared_slot() = None;
+        for lane in &self.lanes {
+            *lane.slot() = None;
+        }
     }
 
-    /// The shared connection, if the pool would reuse it.
-    fn reusable(&self) -> Option<Shared> {
-        let slot = self.shared_slot();
-        let shared = slot.as_ref()?;
+    /// The lane's connection, if the pool would reuse it.
+    fn reusable(&self, lane: &Lane) -> Option<Shared> {
+        let slot = lane.slot();
+        let (shared, _) = slot.as_ref()?;
         let current = self.pool.manager().generation.load(Ordering::Acquire);
         (shared.generation >= current && !shared.broken.load(Ordering::Acquire))
             .then(|| shared.clone())
     }
 
-    /// Keeps `shared` for the next calls, unless the pool was closed meanwhile.
-    fn keep(&self, shared: &Shared) {
-        let mut slot = self.shared_slot();
+    /// Keeps `shared` (and its pooled object, checked out) in `lane` for the next calls,
+    /// unless the pool was closed meanwhile.
+    fn keep(&self, lane: &Lane, shared: &Shared, pooled: managed::Object<Manager>) {
+        let mut slot = lane.slot();
         // Checked under the slot's lock, which `close` takes after closing the pool.
         if !self.pool.is_closed() {
-            *slot = Some(shared.clone());
+            *slot = Some((shared.clone(), pooled));
         }
-    }
-
-    fn shared_slot(&self) -> std::sync::MutexGuard<'_, Option<Shared>> {
-        // A panic while holding it leaves a plain value behind: still usable.
-        self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

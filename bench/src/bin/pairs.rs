@@ -8,7 +8,7 @@
 //! ```text
 //! pairs --url redis://127.0.0.1:PORT --pairs N [--bare | --blocking]
 //! pairs --url redis://127.0.0.1:PORT --pairs N --latency [--rounds R]
-//! pairs --url redis://127.0.0.1:PORT --pairs N --throughput --tasks T [--rounds R]
+//! pairs --url redis://127.0.0.1:PORT --pairs N --throughput --tasks T [--rounds R] [--connections C]
 //! ```
 //!
 //! Every mode warms up first (one pair: connections opened, scripts loaded), so two runs with
@@ -25,7 +25,8 @@
 //! R rounds (default 10) against the same server: pairs/s and this process's CPU time per pair
 //! (user + system, from `/proc/self/stat`) of each, and crate / bare. CPU time per pair is what
 //! bounds throughput once the client's core is the limit, and it is less disturbed than pairs/s
-//! by whatever else the machine runs.
+//! by whatever else the machine runs. `--connections C` sets the crate's client's
+//! `Config::connections` (default 1).
 
 use std::process::ExitCode;
 
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
     let mut mode = Mode::Crate;
     let mut rounds = 10;
     let mut tasks = 1;
+    let mut connections = 1;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -54,6 +56,13 @@ fn main() -> ExitCode {
                 Some(r) if r > 0 => rounds = r,
                 _ => {
                     eprintln!("pairs: --rounds takes a positive number");
+                    return ExitCode::from(2);
+                }
+            },
+            "--connections" => match args.get(i + 1).and_then(|n| n.parse::<usize>().ok()) {
+                Some(c) if c > 0 => connections = c,
+                _ => {
+                    eprintln!("pairs: --connections takes a positive number");
                     return ExitCode::from(2);
                 }
             },
@@ -84,7 +93,7 @@ fn main() -> ExitCode {
     let (Some(url), Some(pairs)) = (url, pairs) else {
         eprintln!(
             "usage: pairs --url redis://HOST:PORT --pairs N \
-             [--bare | --blocking | --latency [--rounds R] | --throughput --tasks T [--rounds R]]"
+             [--bare | --blocking | --latency [--rounds R] | --throughput --tasks T [--rounds R] [--connections C]]"
         );
         return ExitCode::from(2);
     };
@@ -114,7 +123,7 @@ fn main() -> ExitCode {
     };
     let result = match mode {
         Mode::Latency => latency(&runtime, &url, pairs, rounds),
-        Mode::Throughput => throughput(&runtime, &url, pairs, tasks, rounds),
+        Mode::Throughput => throughput(&runtime, &url, pairs, tasks, rounds, connections),
         Mode::Bare => runtime.block_on(bare_pairs(&url, pairs)),
         _ => runtime.block_on(crate_pairs(&url, pairs)),
     };
@@ -252,11 +261,17 @@ fn throughput(
     pairs: u64,
     tasks: u64,
     rounds: u64,
+    connections: usize,
 ) -> Result<(), Error> {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    let client = runtime.block_on(async { redisson_sync::Client::open(url) })?;
+    let client = runtime.block_on(async {
+        redisson_sync::Client::builder()
+            .url(url)
+            .connections(connections)
+            .build()
+    })?;
     let bare_conn = runtime.block_on(async {
         redis::Client::open(url)?
             .get_multiplexed_async_connection()
