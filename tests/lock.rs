@@ -320,52 +320,7 @@ async fn normal_clients(raw: &mut redis::aio::MultiplexedConnection) -> Vec<u64>
         .collect()
 }
 
-/// A burst of first calls (256 tasks locking at once on a client that has no connection yet)
-/// opens one connection, which they all share, not one per call the pool could not serve at
-/// that instant (up to its size, then idle).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_burst_of_first_calls_opens_one_connection() {
-    let server = RedisServer::start();
-    let mut raw = server.conn().await;
-    let own: u64 = redis::cmd("CLIENT")
-        .arg("ID")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    assert_eq!(normal_clients(&mut raw).await, vec![own]);
-    let client = client(&server);
-    let name = unique_name("burst");
-    let start = std::sync::Arc::new(tokio::sync::Barrier::new(256));
-    let tasks: Vec<_> = (0..256)
-        .map(|i| {
-            let lock = client.lock(format!("{name}:{i}"));
-            let start = start.clone();
-            tokio::spawn(async move {
-                start.wait().await;
-                lock.try_lock()
-                    .await
-                    .unwrap()
-                    .unwrap()
-                    .unlock()
-                    .await
-                    .unwrap();
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let clients = normal_clients(&mut raw).await;
-    assert_eq!(
-        clients.len(),
-        2,
-        "this test's connection and one of the client's: {clients:?}"
-    );
-    assert!(clients.contains(&own));
-    client.shutdown().await;
-}
-
-/// The `cmd=` (last command) of the client `id` in `CLIENT LIST`.
+/// `CLIENT LIST`'s `cmd=` (the last command) of the connection `id`.
 async fn last_command(raw: &mut redis::aio::MultiplexedConnection, id: u64) -> String {
     let list: String = redis::cmd("CLIENT")
         .arg("LIST")
@@ -380,51 +335,65 @@ async fn last_command(raw: &mut redis::aio::MultiplexedConnection, id: u64) -> S
         .to_owned()
 }
 
-/// With `connections(2)` the client opens two connections, and successive calls take them in
-/// turn: both have run the lock scripts.
+/// A burst of first calls (256 tasks locking at once on a client that has no connection yet)
+/// opens as many connections as `connections` says (1 by default, then 2), which the calls
+/// then take in turn (each has run the lock scripts), not one per call the pool could not
+/// serve at that instant (up to its size, then idle).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_connections_share_the_calls() {
-    let server = RedisServer::start();
-    let mut raw = server.conn().await;
-    let own: u64 = redis::cmd("CLIENT")
-        .arg("ID")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    let client = common::builder(server.url())
-        .connections(2)
-        .build()
-        .unwrap();
-    let name = unique_name("lanes");
-    let start = std::sync::Arc::new(tokio::sync::Barrier::new(64));
-    let tasks: Vec<_> = (0..64)
-        .map(|i| {
-            let lock = client.lock(format!("{name}:{i}"));
-            let start = start.clone();
-            tokio::spawn(async move {
-                start.wait().await;
-                for _ in 0..4 {
-                    lock.try_lock()
-                        .await
-                        .unwrap()
-                        .unwrap()
-                        .unlock()
-                        .await
-                        .unwrap();
-                }
+async fn a_burst_of_first_calls_opens_the_configured_connections() {
+    for connections in [None, Some(2)] {
+        let server = RedisServer::start();
+        let mut raw = server.conn().await;
+        let own: u64 = redis::cmd("CLIENT")
+            .arg("ID")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert_eq!(normal_clients(&mut raw).await, vec![own]);
+        let mut builder = common::builder(server.url());
+        if let Some(n) = connections {
+            builder = builder.connections(n);
+        }
+        let client = builder.build().unwrap();
+        let name = unique_name("burst");
+        let start = std::sync::Arc::new(tokio::sync::Barrier::new(256));
+        let tasks: Vec<_> = (0..256)
+            .map(|i| {
+                let lock = client.lock(format!("{name}:{i}"));
+                let start = start.clone();
+                tokio::spawn(async move {
+                    start.wait().await;
+                    for _ in 0..2 {
+                        lock.try_lock()
+                            .await
+                            .unwrap()
+                            .unwrap()
+                            .unlock()
+                            .await
+                            .unwrap();
+                    }
+                })
             })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let mut clients = normal_clients(&mut raw).await;
+        clients.retain(|id| *id != own);
+        assert_eq!(
+            clients.len(),
+            connections.unwrap_or(1),
+            "the client's connections: {clients:?}"
+        );
+        for id in clients {
+            assert_eq!(
+                last_command(&mut raw, id).await,
+                "evalsha",
+                "connection {id}"
+            );
+        }
+        client.shutdown().await;
     }
-    let mut clients = normal_clients(&mut raw).await;
-    clients.retain(|id| *id != own);
-    assert_eq!(clients.len(), 2, "the client's connections: {clients:?}");
-    for id in clients {
-        assert_eq!(last_command(&mut raw, id).await, "evalsha", "client {id}");
-    }
-    client.shutdown().await;
 }
 
 /// A client whose pool has room for one connection only gets a new one after the server killed
