@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{RedisServer, client, exists, field, pttl, unique_name};
+use common::{RedisServer, client, client_field, client_list, exists, field, pttl, unique_name};
 use redis::AsyncCommands;
 use redisson_sync::{Error, LockOptions, Owner, Ttl};
 
@@ -302,37 +302,11 @@ async fn names_with_braces_use_their_own_hash_tag() {
 
 /// `CLIENT LIST TYPE normal`: the ids of the server's plain (not pub/sub) connections.
 async fn normal_clients(raw: &mut redis::aio::MultiplexedConnection) -> Vec<u64> {
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .arg("TYPE")
-        .arg("normal")
-        .query_async(raw)
+    client_list(raw, &["TYPE", "normal"])
         .await
-        .unwrap();
-    list.lines()
-        .map(|line| {
-            let id = line
-                .split(' ')
-                .find_map(|kv| kv.strip_prefix("id="))
-                .unwrap_or_else(|| panic!("no id in {line:?}"));
-            id.parse().unwrap()
-        })
+        .iter()
+        .map(|line| client_field(line, "id").parse().unwrap())
         .collect()
-}
-
-/// `CLIENT LIST`'s `cmd=` (the last command) of the connection `id`.
-async fn last_command(raw: &mut redis::aio::MultiplexedConnection, id: u64) -> String {
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .arg("ID")
-        .arg(id)
-        .query_async(raw)
-        .await
-        .unwrap();
-    list.split(' ')
-        .find_map(|kv| kv.strip_prefix("cmd="))
-        .unwrap_or_else(|| panic!("no cmd in {list:?}"))
-        .to_owned()
 }
 
 /// A burst of first calls (256 tasks locking at once on a client that has no connection yet)
@@ -386,11 +360,8 @@ async fn a_burst_of_first_calls_opens_the_configured_connections() {
             "the client's connections: {clients:?}"
         );
         for id in clients {
-            assert_eq!(
-                last_command(&mut raw, id).await,
-                "evalsha",
-                "connection {id}"
-            );
+            let line = client_list(&mut raw, &["ID", &id.to_string()]).await;
+            assert_eq!(client_field(&line[0], "cmd"), "evalsha", "connection {id}");
         }
         client.shutdown().await;
     }

@@ -8,7 +8,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    RedisServer, channel, client_with, exists, field, hash, numsub, pttl, unique_name, wait_numsub,
+    RedisServer, channel, client_field, client_list, client_with, exists, field, hash, numsub,
+    pttl, unique_name, wait_numsub,
 };
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
@@ -28,25 +29,6 @@ async fn lock_channels(raw: &mut MultiplexedConnection) -> Vec<String> {
         .unwrap();
     v.sort();
     v
-}
-
-/// `CLIENT LIST TYPE pubsub`, one line per pub/sub connection.
-async fn pubsub_clients(raw: &mut MultiplexedConnection) -> Vec<String> {
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(raw)
-        .await
-        .unwrap();
-    list.lines().map(str::to_owned).collect()
-}
-
-/// The value of `field=` in one `CLIENT LIST` line.
-fn client_field<'a>(line: &'a str, field: &str) -> &'a str {
-    line.split(' ')
-        .find_map(|kv| kv.strip_prefix(field).and_then(|r| r.strip_prefix('=')))
-        .unwrap_or_else(|| panic!("no {field} in {line:?}"))
 }
 
 /// Spawns a waiter that calls `lock()` and reports when it got the lock.
@@ -189,7 +171,7 @@ async fn unlock_racing_the_waiters_subscription_is_never_lost() {
 
 /// Kills B's pub/sub connection and returns the id of the connection that was killed.
 async fn kill_pubsub(raw: &mut MultiplexedConnection) -> String {
-    let before = pubsub_clients(raw).await;
+    let before = client_list(raw, &["TYPE", "pubsub"]).await;
     assert_eq!(
         before.len(),
         1,
@@ -209,7 +191,7 @@ async fn kill_pubsub(raw: &mut MultiplexedConnection) -> String {
 
 /// Asserts that the pub/sub connection `old_id` (killed) is no longer among the server's.
 async fn assert_connection_gone(raw: &mut MultiplexedConnection, old_id: &str) {
-    let clients = pubsub_clients(raw).await;
+    let clients = client_list(raw, &["TYPE", "pubsub"]).await;
     assert!(
         clients.iter().all(|l| client_field(l, "id") != old_id),
         "{clients:?}"
@@ -220,7 +202,7 @@ async fn assert_connection_gone(raw: &mut MultiplexedConnection, old_id: &str) {
 async fn wait_resubscribed(raw: &mut MultiplexedConnection, old_id: &str, channel: &str) {
     let start = Instant::now();
     loop {
-        let clients = pubsub_clients(raw).await;
+        let clients = client_list(raw, &["TYPE", "pubsub"]).await;
         if let [line] = clients.as_slice()
             && client_field(line, "id") != old_id
             && client_field(line, "sub") == "1"
@@ -375,7 +357,7 @@ async fn waiters_of_one_client_share_one_subscription_and_all_acquire_in_turn() 
     assert!(tasks.iter().all(|t| !t.is_finished()));
     // One pub/sub connection for the whole client, subscribed to one channel, once.
     assert_eq!(numsub(&mut raw, &ch).await, 1);
-    let clients = pubsub_clients(&mut raw).await;
+    let clients = client_list(&mut raw, &["TYPE", "pubsub"]).await;
     assert_eq!(clients.len(), 1, "{clients:?}");
     assert_eq!(client_field(&clients[0], "sub"), "1");
     assert_eq!(lock_channels(&mut raw).await, vec![ch.clone()]);

@@ -354,6 +354,25 @@ pub async fn reset_stats(raw: &mut MultiplexedConnection) {
         .unwrap();
 }
 
+/// `CLIENT LIST` narrowed by `filter` (`["TYPE", "pubsub"]`, `["ID", "7"]`), one line per
+/// connection.
+pub async fn client_list(raw: &mut MultiplexedConnection, filter: &[&str]) -> Vec<String> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg(filter)
+        .query_async(raw)
+        .await
+        .unwrap();
+    list.lines().map(str::to_owned).collect()
+}
+
+/// The value of `field=` in one `CLIENT LIST` line.
+pub fn client_field<'a>(line: &'a str, field: &str) -> &'a str {
+    line.split(' ')
+        .find_map(|kv| kv.strip_prefix(field).and_then(|r| r.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {field} in {line:?}"))
+}
+
 /// `PUBSUB NUMSUB channel`: how many connections are subscribed to `channel`.
 pub async fn numsub(raw: &mut MultiplexedConnection, channel: &str) -> i64 {
     let (ch, n): (String, i64) = redis::cmd("PUBSUB")
