@@ -80,10 +80,12 @@ pub struct Config {
     /// at least this.
     ///
     /// One connection carries the requests of many concurrent tasks pipelined, the fewest
-    /// system calls per request; two let the runtime's two workers each drive one. Measured on
-    /// two cores (`scripts/bench-ab`, one server): with 2, lock+unlock pairs/s at 8 concurrent
-    /// tasks on distinct keys rose by a third to a half, at 64 tasks stayed within 5 %, and
-    /// at 512 fell by 5-15 %; one task's latency did not change.
+    /// system calls per request; two spread them over two of redis-rs's connection tasks.
+    /// Measured on two cores against one server, 1 against 2: lock+unlock pairs/s at 8
+    /// concurrent tasks on distinct keys rose by a third to a half (`scripts/bench-ab --all`)
+    /// or more (`pairs --throughput`), at 64 tasks stayed within 5 % (both), at 512 was about a
+    /// tenth lower (`pairs --throughput`, medians of five runs); one task's latency did not
+    /// change (`scripts/bench-ab`).
     ///
     /// Default: 1.
     pub connections: usize,

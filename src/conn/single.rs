@@ -2,7 +2,7 @@
 //! multiplexed connections for calls, and dedicated connections for the pub/sub transport.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, RecycleResult};
@@ -174,7 +174,7 @@ pub(super) struct Single {
     /// The connections calls share, taken in turn (see [`Lane`]).
     lanes: Box<[Lane]>,
     /// The lane of the next call.
-    next: std::sync::atomic::AtomicUsize,
+    next: AtomicUsize,
     /// Connections that a synced call (the script, then `WAIT`) holds for itself until its
     /// reply: `WAIT` blocks its connection, and on a shared one every other call would queue
     /// behind it (seconds, while the replicas do not answer, as in a failover).
@@ -225,7 +225,7 @@ impl Single {
             lanes: (0..config.connections.max(1))
                 .map(|_| Lane::default())
                 .collect(),
-            next: std::sync::atomic::AtomicUsize::new(0),
+            next: AtomicUsize::new(0),
             synced: pool(config.pool_size)?,
             source,
             command_timeout: config.command_timeout,
