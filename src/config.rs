@@ -67,27 +67,28 @@ pub struct Config {
     /// Default: [`PubSubMode::Auto`].
     pub pubsub: PubSubMode,
     /// Maximum number of connections for lock commands (one more, dedicated connection
-    /// carries the client's pub/sub subscriptions). Calls share a connection: it is
-    /// multiplexed, so the requests of concurrent tasks travel pipelined on it, and another opens
-    /// only to replace one that failed (or, with replica sync, for a synced call, which holds
-    /// one of a second pool of this size until its reply).
+    /// carries the client's pub/sub subscriptions). Calls share the
+    /// [`connections`](Self::connections) the first call opens: they are multiplexed, so the
+    /// requests of concurrent tasks travel pipelined on them, and another opens only to replace
+    /// one that failed (or, with replica sync, for a synced call, which holds one of a second
+    /// pool of this size until its reply).
     ///
     /// Default: 16.
     pub pool_size: usize,
-    /// How many connections calls share, successive calls taking them in turn (a single
-    /// server, or Sentinel's master; in cluster mode each node has one). Each is kept open
-    /// for the client's life and counts toward [`pool_size`](Self::pool_size), which must be
-    /// at least this.
+    /// How many connections calls share (a single server, or Sentinel's master; in cluster
+    /// mode each node has one). The client's first call opens them all; each is kept open for
+    /// the client's life and counts toward [`pool_size`](Self::pool_size) (a larger value than
+    /// `pool_size` opens `pool_size`).
     ///
-    /// One connection carries the requests of many concurrent tasks pipelined, the fewest
-    /// system calls per request; two spread them over two of redis-rs's connection tasks.
-    /// Measured on two cores against one server, 1 against 2: lock+unlock pairs/s at 8
-    /// concurrent tasks on distinct keys rose by a third to a half (`scripts/bench-ab --all`)
-    /// or more (`pairs --throughput`), at 64 tasks stayed within 5 % (both), at 512 was about a
-    /// tenth lower (`pairs --throughput`, medians of five runs); one task's latency did not
-    /// change (`scripts/bench-ab`).
+    /// While few calls are in flight (under 32), successive calls take the connections in
+    /// turn: a few concurrent calls finish sooner over two connections, each with its own
+    /// redis-rs task, than queued on one. With more in flight, every call goes over the first:
+    /// many requests pipelined on one connection cost the fewest system calls each. Measured on
+    /// two cores against one server, lock+unlock pairs/s on distinct keys (`pairs --throughput`,
+    /// 2026-12-05), 2 against 1: about 1.5 x at 8 concurrent tasks, within the noise at 64 and
+    /// 512. With 1, every call shares one connection.
     ///
-    /// Default: 1.
+    /// Default: 2.
     pub connections: usize,
     /// Lease of a lock taken without an explicit lease, renewed by the watchdog every
     /// `watchdog_timeout / 3` while the guard lives (Redisson's `lockWatchdogTimeout`).
@@ -372,7 +373,7 @@ impl Default for Config {
             password: None,
             pubsub: PubSubMode::Auto,
             pool_size: 16,
-            connections: 1,
+            connections: 2,
             watchdog_timeout: Duration::from_secs(30),
             watchdog_batch_size: 100,
             recheck_interval: Duration::from_secs(1),
@@ -436,11 +437,8 @@ impl Config {
         if self.pool_size == 0 {
             return bad("pool_size must be at least 1".into());
         }
-        if self.connections == 0 || self.connections > self.pool_size {
-            return bad(format!(
-                "connections must be at least 1 and at most pool_size ({}), got {}",
-                self.pool_size, self.connections
-            ));
+        if self.connections == 0 {
+            return bad("connections must be at least 1".into());
         }
         if self.watchdog_batch_size == 0 {
             return bad("watchdog_batch_size must be at least 1".into());
@@ -657,23 +655,22 @@ mod tests {
             ..Config::default()
         };
         assert!(c.validate().unwrap_err().to_string().contains("pool_size"));
-        for connections in [0, 17] {
-            let c = Config {
-                connections,
-                ..Config::default()
-            };
-            let err = c.validate().unwrap_err().to_string();
-            assert!(
-                err.contains("connections must be at least 1 and at most pool_size (16)")
-                    && err.contains(&format!("got {connections}")),
-                "{err}"
-            );
-        }
         let c = Config {
-            connections: 16,
+            connections: 0,
             ..Config::default()
         };
-        c.validate().unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("connections must be at least 1"), "{err}");
+        // More than pool_size opens pool_size (see Single::new); a pool of one with the
+        // default two connections is valid.
+        for (connections, pool_size) in [(17, 16), (2, 1)] {
+            let c = Config {
+                connections,
+                pool_size,
+                ..Config::default()
+            };
+            c.validate().unwrap();
+        }
         let c = Config {
             watchdog_timeout: Duration::from_millis(MAX_LEASE_MS + 1),
             ..Config::default()

@@ -310,12 +310,12 @@ async fn normal_clients(raw: &mut redis::aio::MultiplexedConnection) -> Vec<u64>
 }
 
 /// A burst of first calls (256 tasks locking at once on a client that has no connection yet)
-/// opens as many connections as `connections` says (1 by default, then 2), which the calls
+/// opens as many connections as `connections` says (1, then 2 by default), which the calls
 /// then take in turn (each has run the lock scripts), not one per call the pool could not
 /// serve at that instant (up to its size, then idle).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_first_calls_opens_the_configured_connections() {
-    for connections in [None, Some(2)] {
+    for connections in [Some(1), None] {
         let server = RedisServer::start();
         let mut raw = server.conn().await;
         let own: u64 = redis::cmd("CLIENT")
@@ -356,7 +356,7 @@ async fn a_burst_of_first_calls_opens_the_configured_connections() {
         clients.retain(|id| *id != own);
         assert_eq!(
             clients.len(),
-            connections.unwrap_or(1),
+            connections.unwrap_or(2),
             "the client's connections: {clients:?}"
         );
         for id in clients {
@@ -365,6 +365,38 @@ async fn a_burst_of_first_calls_opens_the_configured_connections() {
         }
         client.shutdown().await;
     }
+}
+
+/// The first call opens every connection `connections` asks for (2 by default), and the
+/// calls of one task at a time then take them in turn: none waits for a connection to open
+/// later (tests/link_faults.rs delays the link after the first call).
+#[tokio::test]
+async fn the_first_call_opens_every_connection() {
+    let server = RedisServer::start();
+    let mut raw = server.conn().await;
+    let client = common::builder(server.url()).build().unwrap();
+    let name = unique_name("first");
+    let guard = client.lock(&name).try_lock().await.unwrap().unwrap();
+    // This connection and the client's two.
+    assert_eq!(normal_clients(&mut raw).await.len(), 3);
+    guard.unlock().await.unwrap();
+    for i in 0..4 {
+        let guard = client.lock(format!("{name}:{i}")).try_lock().await.unwrap();
+        guard.unwrap().unlock().await.unwrap();
+    }
+    let own: u64 = redis::cmd("CLIENT")
+        .arg("ID")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let mut clients = normal_clients(&mut raw).await;
+    clients.retain(|id| *id != own);
+    assert_eq!(clients.len(), 2, "{clients:?}");
+    for id in clients {
+        let line = client_list(&mut raw, &["ID", &id.to_string()]).await;
+        assert_eq!(client_field(&line[0], "cmd"), "evalsha", "connection {id}");
+    }
+    client.shutdown().await;
 }
 
 /// A client whose pool has room for one connection only gets a new one after the server killed
