@@ -76,7 +76,8 @@ pub struct Config {
     /// Default: 16.
     pub pool_size: usize,
     /// How many connections calls share (a single server, or Sentinel's master; in cluster
-    /// mode each node has one). The client's first call opens them all; each is kept open for
+    /// mode each node has one). The client's first call opens them all (within its own time for
+    /// a connection; one it could not open opens at its first use); each is kept open for
     /// the client's life and counts toward [`pool_size`](Self::pool_size) (a larger value than
     /// `pool_size` opens `pool_size`).
     ///

@@ -411,7 +411,8 @@ impl Single {
         } else {
             &self.synced
         };
-        let got = tokio::time::timeout(limit, async {
+        let deadline = tokio::time::Instant::now() + limit;
+        let got = tokio::time::timeout_at(deadline, async {
             let Some(lane) = lane else {
                 return pool.get().await.map(Ok);
             };
@@ -446,7 +447,7 @@ impl Single {
             None => Ok((shared, Some(pooled))),
             Some(lane) => {
                 self.keep(lane, &shared, pooled);
-                self.open_the_other_lanes(lane, limit).await;
+                self.open_the_other_lanes(lane, deadline).await;
                 Ok((shared, None))
             }
         }
@@ -536,11 +537,11 @@ impl Single {
     }
 
     /// Opens a connection for each lane other than `lane` that never had one (and that no other
-    /// call is opening), waiting up to `limit` for each; the first call opens them all, so that
-    /// no later call waits for a connection to open (on a slow link, one handshake can take
-    /// longer than the call's whole limit). A lane that fails to open here opens at its first
-    /// call.
-    async fn open_the_other_lanes(&self, lane: &Lane, limit: Duration) {
+    /// call is opening), until `deadline`, the end of the calling call's time for a connection;
+    /// the first call opens them all, so that no later call waits for a connection to open (on
+    /// a slow link, one handshake can take longer than the call's whole limit). A lane not
+    /// opened here opens at its first call.
+    async fn open_the_other_lanes(&self, lane: &Lane, deadline: tokio::time::Instant) {
         for other in self.lanes.iter() {
             if std::ptr::eq(other, lane) {
                 continue;
@@ -551,7 +552,7 @@ impl Single {
             if other.slot().is_some() {
                 continue;
             }
-            match tokio::time::timeout(limit, self.pool.get()).await {
+            match tokio::time::timeout_at(deadline, self.pool.get()).await {
                 Ok(Ok(pooled)) => {
                     let shared = Shared::of(&pooled);
                     self.keep(other, &shared, pooled);
