@@ -309,6 +309,22 @@ async fn normal_clients(raw: &mut redis::aio::MultiplexedConnection) -> Vec<u64>
         .collect()
 }
 
+/// The server's plain connections other than `own` (the test's): exactly `n`, each of which
+/// last ran `EVALSHA` (a lock script).
+async fn assert_connections_ran_evalsha(
+    raw: &mut redis::aio::MultiplexedConnection,
+    own: u64,
+    n: usize,
+) {
+    let mut clients = normal_clients(raw).await;
+    clients.retain(|id| *id != own);
+    assert_eq!(clients.len(), n, "the client's connections: {clients:?}");
+    for id in clients {
+        let line = client_list(raw, &["ID", &id.to_string()]).await;
+        assert_eq!(client_field(&line[0], "cmd"), "evalsha", "connection {id}");
+    }
+}
+
 /// A burst of first calls (256 tasks locking at once on a client that has no connection yet)
 /// opens as many connections as `connections` says (1, then 2 by default), which the calls
 /// then take in turn (each has run the lock scripts), not one per call the pool could not
@@ -352,17 +368,7 @@ async fn a_burst_of_first_calls_opens_the_configured_connections() {
         for task in tasks {
             task.await.unwrap();
         }
-        let mut clients = normal_clients(&mut raw).await;
-        clients.retain(|id| *id != own);
-        assert_eq!(
-            clients.len(),
-            connections.unwrap_or(2),
-            "the client's connections: {clients:?}"
-        );
-        for id in clients {
-            let line = client_list(&mut raw, &["ID", &id.to_string()]).await;
-            assert_eq!(client_field(&line[0], "cmd"), "evalsha", "connection {id}");
-        }
+        assert_connections_ran_evalsha(&mut raw, own, connections.unwrap_or(2)).await;
         client.shutdown().await;
     }
 }
@@ -389,13 +395,7 @@ async fn the_first_call_opens_every_connection() {
         .query_async(&mut raw)
         .await
         .unwrap();
-    let mut clients = normal_clients(&mut raw).await;
-    clients.retain(|id| *id != own);
-    assert_eq!(clients.len(), 2, "{clients:?}");
-    for id in clients {
-        let line = client_list(&mut raw, &["ID", &id.to_string()]).await;
-        assert_eq!(client_field(&line[0], "cmd"), "evalsha", "connection {id}");
-    }
+    assert_connections_ran_evalsha(&mut raw, own, 2).await;
     client.shutdown().await;
 }
 
