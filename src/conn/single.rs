@@ -198,7 +198,8 @@ impl Lane {
 /// The connections to one server.
 pub(super) struct Single {
     pool: Pool,
-    /// The connections calls share, taken in turn (see [`Lane`]).
+    /// The connections calls share, taken in turn while few calls are in flight (see [`Lane`],
+    /// [`SPREAD_BELOW`]).
     lanes: Box<[Lane]>,
     /// The lane of the next call.
     next: AtomicUsize,
