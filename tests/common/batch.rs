@@ -18,7 +18,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Condvar, Mutex, Once, OnceLock, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::future::LocalBoxFuture;
 
@@ -133,17 +133,30 @@ impl Batch {
                 }
             }
         }
-        let outcomes = self.outcomes.lock().unwrap_or_else(PoisonError::into_inner);
-        let (outcomes, timeout) = self
-            .done
-            .wait_timeout_while(outcomes, PATIENCE, |o| o[index].is_none())
-            .unwrap_or_else(PoisonError::into_inner);
-        assert!(
-            !timeout.timed_out(),
-            "{test}::{kind} did not finish within {PATIENCE:?}"
-        );
-        if let Some(Err(panic)) = &outcomes[index] {
-            panic!("{test}::{kind}: {panic}");
+        // Wait for this kind's outcome and let go of the lock before reporting it: a test that
+        // panicked holding it would poison it, and `wait_timeout_while` returns at once on a
+        // poisoned lock, so every test still waiting would end without its outcome (and pass).
+        let deadline = Instant::now() + PATIENCE;
+        let mut outcomes = self.outcomes.lock().unwrap_or_else(PoisonError::into_inner);
+        let outcome = loop {
+            if outcomes[index].is_some() {
+                break outcomes[index].clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break None;
+            }
+            outcomes = self
+                .done
+                .wait_timeout(outcomes, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        };
+        drop(outcomes);
+        match outcome {
+            None => panic!("{test}::{kind} did not finish within {PATIENCE:?}"),
+            Some(Err(panic)) => panic!("{test}::{kind}: {panic}"),
+            Some(Ok(())) => {}
         }
     }
 
