@@ -1,7 +1,8 @@
 //! Instructions per lock+unlock pair, counted by `valgrind --tool=callgrind` (issue 28): the
 //! `pairs` binary (`bench/src/bin/pairs.rs`, built beside this harness) runs N uncontended pairs
 //! in one task for the crate's `Lock`, the bare client (the same two scripts on one redis-rs
-//! connection) and the blocking API's `Lock`, each at two N, so that start-up cancels:
+//! connection), the blocking API's `Lock`, and the `TokenLock` beside its peer rslock 0.10 (the
+//! same `SET NX PX` lock, S10), each at two N, so that start-up cancels:
 //! per pair = (I(N2) − I(N1)) / (N2 − N1). Instruction counts repeat from run to run whatever
 //! else the machine does, so a rise is a change of the code, not noise.
 //!
@@ -25,16 +26,26 @@ pub enum Mode {
     Crate,
     Bare,
     Blocking,
+    Token,
+    Rslock,
 }
 
 impl Mode {
-    pub const ALL: [Self; 3] = [Self::Crate, Self::Bare, Self::Blocking];
+    pub const ALL: [Self; 5] = [
+        Self::Crate,
+        Self::Bare,
+        Self::Blocking,
+        Self::Token,
+        Self::Rslock,
+    ];
 
     fn flag(self) -> Option<&'static str> {
         match self {
             Self::Crate => None,
             Self::Bare => Some("--bare"),
             Self::Blocking => Some("--blocking"),
+            Self::Token => Some("--token"),
+            Self::Rslock => Some("--rslock"),
         }
     }
 
@@ -43,6 +54,8 @@ impl Mode {
             Self::Crate => "crate Lock (async)",
             Self::Bare => "bare redis-rs, same scripts",
             Self::Blocking => "crate blocking::Lock",
+            Self::Token => "crate TokenLock (async, watchdog lease)",
+            Self::Rslock => "rslock 0.10 (SET NX PX, compare-and-delete)",
         }
     }
 }

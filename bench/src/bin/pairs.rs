@@ -3,12 +3,14 @@
 //! (`scripts/bench --instructions`): the crate's `Lock`, or (`--bare`) a bare redis-rs
 //! multiplexed connection sending the crate's own `lua/lock/acquire.lua` and
 //! `lua/lock/unlock.lua` with EVALSHA, the honest limit of a Rust client with these scripts, or
-//! (`--blocking`) the blocking API's `Lock` (`redisson_sync::blocking`) from the main thread.
+//! (`--blocking`) the blocking API's `Lock` (`redisson_sync::blocking`) from the main thread, or
+//! (`--token`) the crate's `TokenLock`, or (`--rslock`) its peer rslock 0.10 (the same `SET NX
+//! PX` lock, a 30 s TTL, compare-and-delete).
 //!
 //! ```text
-//! pairs --url redis://127.0.0.1:PORT --pairs N [--bare | --blocking]
+//! pairs --url redis://127.0.0.1:PORT --pairs N [--bare | --blocking | --token | --rslock]
 //! pairs --url redis://127.0.0.1:PORT --pairs N --latency [--rounds R]
-//! pairs --url redis://127.0.0.1:PORT --pairs N --throughput --tasks T [--rounds R] [--connections C]
+//! pairs --url redis://127.0.0.1:PORT --pairs N --throughput --tasks T [--rounds R] [--connections C] [--versus-rslock]
 //! ```
 //!
 //! Every mode warms up first (one pair: connections opened, scripts loaded), so two runs with
@@ -26,7 +28,8 @@
 //! (user + system, from `/proc/self/stat`) of each, and crate / bare. CPU time per pair is what
 //! bounds throughput once the client's core is the limit, and it is less disturbed than pairs/s
 //! by whatever else the machine runs. `--connections C` sets the crate's client's
-//! `Config::connections` (default 1).
+//! `Config::connections` (default 1). `--versus-rslock` runs the crate's `TokenLock` against
+//! rslock 0.10 (one `LockManager`) instead of the `Lock` against the bare client.
 
 use std::process::ExitCode;
 
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
     let mut rounds = 10;
     let mut tasks = 1;
     let mut connections = 1;
+    let mut versus_rslock = false;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -73,9 +77,17 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             },
-            flag @ ("--bare" | "--blocking" | "--latency" | "--throughput") => {
+            "--versus-rslock" => {
+                versus_rslock = true;
+                i += 1;
+                continue;
+            }
+            flag @ ("--bare" | "--blocking" | "--token" | "--rslock" | "--latency"
+            | "--throughput") => {
                 mode = match flag {
                     "--bare" => Mode::Bare,
+                    "--token" => Mode::Token,
+                    "--rslock" => Mode::Rslock,
                     "--blocking" => Mode::Blocking,
                     "--throughput" => Mode::Throughput,
                     _ => Mode::Latency,
@@ -93,7 +105,8 @@ fn main() -> ExitCode {
     let (Some(url), Some(pairs)) = (url, pairs) else {
         eprintln!(
             "usage: pairs --url redis://HOST:PORT --pairs N \
-             [--bare | --blocking | --latency [--rounds R] | --throughput --tasks T [--rounds R] [--connections C]]"
+             [--bare | --blocking | --token | --rslock | --latency [--rounds R] \
+             | --throughput --tasks T [--rounds R] [--connections C] [--versus-rslock]]"
         );
         return ExitCode::from(2);
     };
@@ -123,8 +136,17 @@ fn main() -> ExitCode {
     };
     let result = match mode {
         Mode::Latency => latency(&runtime, &url, pairs, rounds),
-        Mode::Throughput => throughput(&runtime, &url, pairs, tasks, rounds, connections),
+        Mode::Throughput => throughput(
+            &runtime,
+            &url,
+            pairs,
+            (tasks, rounds),
+            connections,
+            versus_rslock,
+        ),
         Mode::Bare => runtime.block_on(bare_pairs(&url, pairs)),
+        Mode::Token => runtime.block_on(token_pairs(&url, pairs)),
+        Mode::Rslock => runtime.block_on(rslock_pairs(&url, pairs)),
         _ => runtime.block_on(crate_pairs(&url, pairs)),
     };
     exit(result)
@@ -139,6 +161,10 @@ enum Mode {
     Bare,
     /// The blocking API's `Lock`.
     Blocking,
+    /// The crate's `TokenLock` (watchdog lease).
+    Token,
+    /// rslock 0.10's lock (`SET NX PX`, a 30 s TTL) and unlock (compare-and-delete).
+    Rslock,
     /// Both APIs' pairs timed, in one run.
     Latency,
     /// The crate and the bare client at T tasks, alternating, in one run.
@@ -259,9 +285,9 @@ fn throughput(
     runtime: &tokio::runtime::Runtime,
     url: &str,
     pairs: u64,
-    tasks: u64,
-    rounds: u64,
+    (tasks, rounds): (u64, u64),
     connections: usize,
+    versus_rslock: bool,
 ) -> Result<(), Error> {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -278,6 +304,7 @@ fn throughput(
             .await
     })?;
     let scripts = Arc::new(bare::Scripts::new());
+    let manager = Arc::new(rslock::LockManager::new(vec![url.to_owned()]));
     let per_task = pairs.div_ceil(tasks).max(1);
     // One round of one side: wall time and CPU time.
     let crate_round = |round: u64| -> Result<(Duration, Duration), Error> {
@@ -285,13 +312,24 @@ fn throughput(
         runtime.block_on(async {
             let mut loops = tokio::task::JoinSet::new();
             for task in 0..tasks {
-                let lock = client.lock(format!("pairs:tp:crate:{round}:{task}"));
-                loops.spawn(async move {
-                    for _ in 0..per_task {
-                        lock.lock().await?.unlock().await?;
-                    }
-                    Ok::<_, redisson_sync::Error>(())
-                });
+                let name = format!("pairs:tp:crate:{round}:{task}");
+                if versus_rslock {
+                    let lock = client.token_lock(name);
+                    loops.spawn(async move {
+                        for _ in 0..per_task {
+                            lock.lock().await?.unlock().await?;
+                        }
+                        Ok::<_, redisson_sync::Error>(())
+                    });
+                } else {
+                    let lock = client.lock(name);
+                    loops.spawn(async move {
+                        for _ in 0..per_task {
+                            lock.lock().await?.unlock().await?;
+                        }
+                        Ok::<_, redisson_sync::Error>(())
+                    });
+                }
             }
             while let Some(joined) = loops.join_next().await {
                 joined??;
@@ -308,9 +346,18 @@ fn throughput(
                 let key = format!("pairs:tp:bare:{round}:{task}");
                 let (channel, field) = (bare::channel(&key), bare::field(task));
                 let (mut conn, scripts) = (bare_conn.clone(), scripts.clone());
+                let manager = manager.clone();
                 loops.spawn(async move {
                     for _ in 0..per_task {
-                        scripts.pair(&mut conn, &key, &channel, &field).await?;
+                        if versus_rslock {
+                            let lock = manager
+                                .lock(key.as_bytes(), Duration::from_secs(30))
+                                .await
+                                .map_err(|e| format!("rslock: {e:?}"))?;
+                            manager.unlock(&lock).await;
+                        } else {
+                            scripts.pair(&mut conn, &key, &channel, &field).await?;
+                        }
                     }
                     Ok::<_, String>(())
                 });
@@ -359,10 +406,15 @@ fn throughput(
         done as u64
     );
     println!("{:<7} {:>10} {:>12}", "client", "pairs/s", "cpu_us/pair");
-    println!("{:<7} {c:>10.0} {cc:>12.2}", "crate");
-    println!("{:<7} {b:>10.0} {bc:>12.2}", "bare");
+    let (ours, theirs) = if versus_rslock {
+        ("token", "rslock")
+    } else {
+        ("crate", "bare")
+    };
+    println!("{:<7} {c:>10.0} {cc:>12.2}", ours);
+    println!("{:<7} {b:>10.0} {bc:>12.2}", theirs);
     println!(
-        "crate / bare: pairs/s {:.2}, cpu per pair {:.2}",
+        "{ours} / {theirs}: pairs/s {:.2}, cpu per pair {:.2}",
         c / b,
         cc / bc
     );
@@ -401,6 +453,30 @@ async fn crate_pairs(url: &str, pairs: u64) -> Result<(), Error> {
         lock.lock().await?.unlock().await?;
     }
     client.shutdown().await;
+    Ok(())
+}
+
+/// The crate's `TokenLock`: `lock().await?.unlock().await?` with the watchdog's lease.
+async fn token_pairs(url: &str, pairs: u64) -> Result<(), Error> {
+    let client = redisson_sync::Client::open(url)?;
+    let lock = client.token_lock("pairs:token");
+    for _ in 0..=pairs {
+        lock.lock().await?.unlock().await?;
+    }
+    client.shutdown().await;
+    Ok(())
+}
+
+/// rslock 0.10, the token lock's peer outside Redisson: `lock` with a 30 s TTL, then `unlock`.
+async fn rslock_pairs(url: &str, pairs: u64) -> Result<(), Error> {
+    let manager = rslock::LockManager::new(vec![url.to_owned()]);
+    for _ in 0..=pairs {
+        let lock = manager
+            .lock(b"pairs:rslock", std::time::Duration::from_secs(30))
+            .await
+            .map_err(|e| format!("rslock: {e:?}"))?;
+        manager.unlock(&lock).await;
+    }
     Ok(())
 }
 
