@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
@@ -15,6 +16,9 @@ pub(crate) struct Tasks {
     handle: Handle,
     tracker: TaskTracker,
     shutdown: CancellationToken,
+    /// Set before `shutdown` is cancelled: what [`is_shut_down`](Self::is_shut_down) reads on
+    /// every call (the token's own `is_cancelled` takes a mutex shared by every thread).
+    shut: AtomicBool,
 }
 
 impl fmt::Debug for Tasks {
@@ -32,6 +36,7 @@ impl Tasks {
             handle,
             tracker: TaskTracker::new(),
             shutdown: CancellationToken::new(),
+            shut: AtomicBool::new(false),
         }
     }
 
@@ -70,11 +75,12 @@ impl Tasks {
     }
 
     pub(crate) fn shut_down(&self) {
+        self.shut.store(true, Ordering::Release);
         self.shutdown.cancel();
     }
 
     pub(crate) fn is_shut_down(&self) -> bool {
-        self.shutdown.is_cancelled()
+        self.shut.load(Ordering::Acquire)
     }
 
     /// Resolves when the client is shut down.
