@@ -145,9 +145,9 @@ fn main() -> ExitCode {
             versus_rslock,
         ),
         Mode::Bare => runtime.block_on(bare_pairs(&url, pairs)),
-        Mode::Token => runtime.block_on(token_pairs(&url, pairs)),
+        Mode::Token => runtime.block_on(crate_pairs(&url, pairs, true)),
         Mode::Rslock => runtime.block_on(rslock_pairs(&url, pairs)),
-        _ => runtime.block_on(crate_pairs(&url, pairs)),
+        _ => runtime.block_on(crate_pairs(&url, pairs, false)),
     };
     exit(result)
 }
@@ -315,20 +315,10 @@ fn throughput(
                 let name = format!("pairs:tp:crate:{round}:{task}");
                 if versus_rslock {
                     let lock = client.token_lock(name);
-                    loops.spawn(async move {
-                        for _ in 0..per_task {
-                            lock.lock().await?.unlock().await?;
-                        }
-                        Ok::<_, redisson_sync::Error>(())
-                    });
+                    loops.spawn(async move { repeat(&lock, per_task).await });
                 } else {
                     let lock = client.lock(name);
-                    loops.spawn(async move {
-                        for _ in 0..per_task {
-                            lock.lock().await?.unlock().await?;
-                        }
-                        Ok::<_, redisson_sync::Error>(())
-                    });
+                    loops.spawn(async move { repeat(&lock, per_task).await });
                 }
             }
             while let Some(joined) = loops.join_next().await {
@@ -445,23 +435,41 @@ impl Figures {
     }
 }
 
-/// The crate's `Lock`: `lock().await?.unlock().await?`, one owner, watchdog lease.
-async fn crate_pairs(url: &str, pairs: u64) -> Result<(), Error> {
-    let client = redisson_sync::Client::open(url)?;
-    let lock = client.lock("pairs:crate");
-    for _ in 0..=pairs {
-        lock.lock().await?.unlock().await?;
+/// The crate's lock kinds measured here, for one loop over either (static dispatch: the same
+/// code as calling the kind's own methods).
+trait Pair: Send + Sync + 'static {
+    /// One uncontended `lock().await?.unlock().await?`.
+    fn pair(&self) -> impl std::future::Future<Output = Result<(), redisson_sync::Error>> + Send;
+}
+
+impl Pair for redisson_sync::Lock {
+    fn pair(&self) -> impl std::future::Future<Output = Result<(), redisson_sync::Error>> + Send {
+        async move { self.lock().await?.unlock().await }
     }
-    client.shutdown().await;
+}
+
+impl Pair for redisson_sync::TokenLock {
+    fn pair(&self) -> impl std::future::Future<Output = Result<(), redisson_sync::Error>> + Send {
+        async move { self.lock().await?.unlock().await }
+    }
+}
+
+/// `n` pairs of `lock`, one after another.
+async fn repeat(lock: &impl Pair, n: u64) -> Result<(), redisson_sync::Error> {
+    for _ in 0..n {
+        lock.pair().await?;
+    }
     Ok(())
 }
 
-/// The crate's `TokenLock`: `lock().await?.unlock().await?` with the watchdog's lease.
-async fn token_pairs(url: &str, pairs: u64) -> Result<(), Error> {
+/// The crate's `Lock`, or with `token` its `TokenLock`: `lock().await?.unlock().await?`, one
+/// owner, watchdog lease.
+async fn crate_pairs(url: &str, pairs: u64, token: bool) -> Result<(), Error> {
     let client = redisson_sync::Client::open(url)?;
-    let lock = client.token_lock("pairs:token");
-    for _ in 0..=pairs {
-        lock.lock().await?.unlock().await?;
+    if token {
+        repeat(&client.token_lock("pairs:token"), pairs + 1).await?;
+    } else {
+        repeat(&client.lock("pairs:crate"), pairs + 1).await?;
     }
     client.shutdown().await;
     Ok(())
