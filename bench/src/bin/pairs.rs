@@ -443,14 +443,14 @@ trait Pair: Send + Sync + 'static {
 }
 
 impl Pair for redisson_sync::Lock {
-    fn pair(&self) -> impl std::future::Future<Output = Result<(), redisson_sync::Error>> + Send {
-        async move { self.lock().await?.unlock().await }
+    async fn pair(&self) -> Result<(), redisson_sync::Error> {
+        self.lock().await?.unlock().await
     }
 }
 
 impl Pair for redisson_sync::TokenLock {
-    fn pair(&self) -> impl std::future::Future<Output = Result<(), redisson_sync::Error>> + Send {
-        async move { self.lock().await?.unlock().await }
+    async fn pair(&self) -> Result<(), redisson_sync::Error> {
+        self.lock().await?.unlock().await
     }
 }
 
