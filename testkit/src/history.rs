@@ -22,17 +22,20 @@
 //!
 //! 1. `wiped`: a fault that may lose data ([`FaultClass::may_lose_data`]: a restart without
 //!    persistence, a cluster master killed before its replica was promoted, a Sentinel
-//!    failover until the old master's demotion) overlapped `[E.acquired_ns, t]`;
+//!    failover until the old master's demotion) overlapped `[E.requested_ns, t]`;
 //!    `evicted`, the same for one name: the server evicted one of the lock's keys (its name,
 //!    or a key with `{name}` in it) and the nemesis heard it ([`Eviction`]) after `E`'s
 //!    acquire was sent and no later than [`EVICTION_HEARD_WITHIN`] after `t`;
 //! 2. `signalled`: the crate's lost signal fired for `E` at or before `t`;
-//! 3. `lease`: during `[E.acquired_ns, t]`, `E`'s renewals could not reach Redis (its process
+//! 3. `lease`: during `[E.requested_ns, t]`, `E`'s renewals could not reach Redis (its process
 //!    stopped, its link frozen, black-holed or reset, Redis stalled or down) for one stretch of
 //!    at least [`Params::lease_loss_ns`] (a watchdog lease minus one renewal period: the
-//!    shortest blackout that can let a watchdog lease run out);
+//!    shortest blackout that can let a watchdog lease run out). The stretch counts from the
+//!    request, not from `E.acquired_ns`: Redis may have granted the hold at once, and a
+//!    process stopped before the reply was read takes `acquired_ns` only when it runs again,
+//!    after the lease it never renewed may have run out;
 //! 4. `stalled-renewal`, for Redisson's holders only: a fault kept `E`'s renewals from Redis
-//!    for any time within `[E.acquired_ns, t]`, and `t` is at least one lease
+//!    for any time within `[E.requested_ns, t]`, and `t` is at least one lease
 //!    ([`Params::lease_ns`]) after `E`'s acquire was sent. Redisson renews all of a client's
 //!    holds in one chain and schedules the next renewal only when the last one has finished;
 //!    one that meets a dead connection finishes after its retries, which can outlast a short
@@ -678,7 +681,10 @@ fn classify(
     if earlier.lost_ns.is_some_and(|lost| lost <= t) {
         return (Some("signalled"), String::new());
     }
-    let blackout = longest_blackout(faults, &earlier.process, earlier.acquired_ns, t);
+    // From the request on: Redis may have granted the hold at any time after it was sent, and
+    // a process stopped (or a link cut) between that grant and the reply's arrival renews
+    // nothing while the lease runs; the hold's `acquired_ns` is only taken once it runs again.
+    let blackout = longest_blackout(faults, &earlier.process, earlier.requested_ns, t);
     if blackout >= params.lease_loss_ns {
         return (Some("lease"), String::new());
     }
@@ -1066,6 +1072,39 @@ mod tests {
         let report = check(&late, &[], &params());
         assert_eq!(report.violations().count(), 1);
         assert!(report.overlaps[0].detail.contains("fired 1.0 ms after"));
+    }
+
+    #[test]
+    fn a_blackout_between_the_request_and_its_reply_counts() {
+        // Redis grants at once; the holder's process is stopped before it reads the reply and
+        // notes the hold only when it runs again, 3.3 s later, with its lease gone: another
+        // thread of the same process takes the lock 5 ms after. (A fair kind: its release of
+        // a lock that is gone reports success, so that proves nothing.)
+        let mut first = hold("java#1", "nonreentrant_fair", 3305, 3320);
+        first.requested_ns = 0;
+        let mut later = hold("java#1", "nonreentrant_fair", 3310, 3330);
+        later.owner = 2;
+        let holds = [first.clone(), later.clone()];
+        let stopped = [fault(FaultClass::Pause, Some("java#1"), 10, 3300)];
+        let report = check(&holds, &stopped, &params());
+        assert_eq!(report.overlaps.len(), 1, "{}", report.table());
+        assert_eq!(report.overlaps[0].reason, Some("lease"));
+        assert!(report.is_clean(), "{}", report.table());
+
+        // A stop shorter than the lease loss, within a lease of the request, explains nothing
+        // (a lease after it, rule 4 would: Redisson's renewal chain may stall behind it)...
+        let mut first_short = hold("java#1", "nonreentrant_fair", 2505, 2520);
+        first_short.requested_ns = 1000 * MS;
+        let mut later_short = hold("java#1", "nonreentrant_fair", 2510, 2530);
+        later_short.owner = 2;
+        let short = [fault(FaultClass::Pause, Some("java#1"), 1010, 2500)];
+        let report = check(&[first_short, later_short], &short, &params());
+        assert_eq!(report.violations().count(), 1, "{}", report.table());
+        // ...nor does a long one that was over before the request was sent.
+        let mut first_late = first;
+        first_late.requested_ns = 3301 * MS;
+        let before = [first_late, later];
+        assert_eq!(check(&before, &stopped, &params()).violations().count(), 1);
     }
 
     #[test]
