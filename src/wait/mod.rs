@@ -229,7 +229,9 @@ async fn observed<A: Acquire, T: Marker>(
     let span = subject.acquire_span(wait);
     let tag = Tag::new(subject.kind, subject.name, shared.config.metrics_name_label);
     let acquisition = Acquisition::start(tag.clone());
-    let result = acquire_in_span(shared, acq, wait, bound, tag)
+    // Boxed: the waiter's future is kilobytes; inline, every future above it (the lock
+    // call, the caller's own) would carry it and be moved with it.
+    let result = Box::pin(acquire_in_span(shared, acq, wait, bound, tag))
         .instrument(span.clone())
         .await;
     let outcome = match &result {
