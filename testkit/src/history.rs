@@ -662,10 +662,8 @@ fn classify(
     // A wipe destroyed the earlier hold, whatever its release said afterwards: a release whose
     // reply was lost in the restart is settled by reading the hold count, and a count of 0
     // cannot tell a release that ran from a hold that was wiped (the crate reports success).
-    // An eviction of the lock's keys did the same to this one lock.
-    if wiped_between(faults, earlier.acquired_ns, t) {
-        return (Some("wiped"), String::new());
-    }
+    // An eviction of the lock's keys did the same to this one lock. Both count from the
+    // request: Redis may have granted the hold as soon as it was sent.
     if let Some(reason) = lost.between(earlier.requested_ns, t) {
         return (Some(reason), String::new());
     }
@@ -792,10 +790,7 @@ fn tokens(name: &str, list: &[&Hold], lost: &Lost<'_>, report: &mut Report) {
         }
         // A wiped (or evicted) counter starts over; holds that overlapped are judged as an
         // overlap.
-        if wiped_between(lost.faults, a.acquired_ns, b.acquired_ns)
-            || lost.between(a.requested_ns, b.acquired_ns).is_some()
-            || a.covers(b.acquired_ns)
-        {
+        if lost.between(a.requested_ns, b.acquired_ns).is_some() || a.covers(b.acquired_ns) {
             continue;
         }
         report
