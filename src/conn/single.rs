@@ -283,19 +283,18 @@ impl Single {
         limit: Duration,
         wait: Option<WaitFor>,
     ) -> Result<(Value, Option<WaitReply>)> {
-        match self.run_once(call, limit, wait).await {
-            Err(Sent::ReadOnly(e)) => {
-                tracing::debug!(op = call.op, key = call.key, server = %self.source.describe(), error = %e, "write refused by a replica; reconnecting to the master and sending it again");
-                // A second refusal (the Sentinels still name the old master) is transient: the
-                // callers' retries find the new master. Boxed: rare, and the call's future
-                // stays one attempt large.
-                Box::pin(self.run_once(call, limit, wait))
-                    .await
-                    .map_err(|(Sent::ReadOnly(e) | Sent::Failed(e))| e)
-            }
-            Err(Sent::Failed(e)) => Err(e),
-            Ok(value) => Ok(value),
-        }
+        let refused = match self.run_once(call, limit, wait).await {
+            Err(Sent::ReadOnly(e)) => e,
+            Err(Sent::Failed(e)) => return Err(e),
+            Ok(value) => return Ok(value),
+        };
+        tracing::debug!(op = call.op, key = call.key, server = %self.source.describe(), error = %refused, "write refused by a replica; reconnecting to the master and sending it again");
+        // A second refusal (the Sentinels still name the old master) is transient: the
+        // callers' retries find the new master. Boxed: rare, and the call's future stays one
+        // attempt large.
+        Box::pin(self.run_once(call, limit, wait))
+            .await
+            .map_err(|(Sent::ReadOnly(e) | Sent::Failed(e))| e)
     }
 
     async fn run_once(
@@ -304,29 +303,67 @@ impl Single {
         limit: Duration,
         wait: Option<WaitFor>,
     ) -> Result<(Value, Option<WaitReply>), Sent> {
-        let op = call.op;
-        // A synced call holds its connection until its reply (its WAIT blocks it); any other
-        // call shares the connection of the next lane, when the pool would reuse it.
-        let lane = match wait {
-            Some(_) => None,
-            None if self.lanes.len() == 1 => Some(&self.lanes[0]),
-            None => {
-                if self.in_flight.load(Ordering::Relaxed) < SPREAD_BELOW {
-                    let i = self.next.fetch_add(1, Ordering::Relaxed);
-                    Some(&self.lanes[i % self.lanes.len()])
-                } else {
-                    Some(&self.lanes[0])
-                }
-            }
-        };
+        if let Some(wait) = wait {
+            // Boxed: replica sync is the rarer path, and its state (a connection held to
+            // itself, the pipeline's future) the larger.
+            return Box::pin(self.run_synced(call, limit, wait)).await;
+        }
+        // Any call but a synced one shares the connection of the next lane, when the pool
+        // would reuse it.
+        let lane =
+            if self.lanes.len() == 1 || self.in_flight.load(Ordering::Relaxed) >= SPREAD_BELOW {
+                &self.lanes[0]
+            } else {
+                let i = self.next.fetch_add(1, Ordering::Relaxed);
+                &self.lanes[i % self.lanes.len()]
+            };
         let _in_flight = (self.lanes.len() > 1).then(|| InFlight::new(&self.in_flight));
-        let shared = lane.and_then(|lane| self.reusable(lane));
-        let (shared, _held) = match shared {
-            Some(shared) => (shared, None),
-            // Boxed: the first call, one after a failure, and synced calls only; inline it
-            // would make every call's future larger.
-            None => Box::pin(self.checkout(op, limit, lane)).await?,
+        // Destructured at once, and the check-out behind `if let`: what a future keeps across
+        // its awaits is what makes it large (each call's future is one box, see `Conn`).
+        let Shared {
+            mut conn,
+            identity,
+            generation,
+            broken,
+        } = if let Some(shared) = self.reusable(lane) {
+            shared
+        } else {
+            // Boxed: the first call, and one after a failure; inline it would make every
+            // call's future larger.
+            Box::pin(self.checkout(call.op, limit, Some(lane))).await?.0
         };
+        if let Some(sent) = call.sent {
+            sent.record(identity);
+        }
+        if limit != self.command_timeout {
+            conn.set_response_timeout(limit);
+        }
+        let reply = match &call.body {
+            // Boxed: after NOSCRIPT twice only.
+            Body::Script(invocation) if call.load_first => {
+                Box::pin(super::capabilities::load_and_run(&mut conn, invocation)).await
+            }
+            Body::Script(invocation) => invocation.invoke(&mut conn).await,
+            Body::Command(cmd) => cmd.query_async(&mut conn).await,
+        };
+        self.settle(
+            call,
+            limit,
+            generation,
+            &broken,
+            reply.map(|value| (value, None)),
+        )
+    }
+
+    /// A synced call: the call then `WAIT`, pipelined on a connection it holds until the
+    /// reply (`WAIT` blocks its connection; see [`Single::synced`]).
+    async fn run_synced(
+        &self,
+        call: &Call<'_>,
+        limit: Duration,
+        wait: WaitFor,
+    ) -> Result<(Value, Option<WaitReply>), Sent> {
+        let (shared, _held) = self.checkout(call.op, limit, None).await?;
         let Shared {
             mut conn,
             identity,
@@ -339,24 +376,22 @@ impl Single {
         if limit != self.command_timeout {
             conn.set_response_timeout(limit);
         }
-        let reply = match (wait, &call.body) {
-            // Boxed: replica sync is the rarer path, and its pipeline's future the larger.
-            (Some(wait), body) => Box::pin(sync::send(&mut conn, body, wait))
-                .await
-                .map(|(value, reply)| (value, Some(reply))),
-            (None, Body::Script(invocation)) if call.load_first => {
-                super::capabilities::load_and_run(&mut conn, invocation)
-                    .await
-                    .map(|value| (value, None))
-            }
-            (None, Body::Script(invocation)) => invocation
-                .invoke(&mut conn)
-                .await
-                .map(|value| (value, None)),
-            (None, Body::Command(cmd)) => {
-                cmd.query_async(&mut conn).await.map(|value| (value, None))
-            }
-        };
+        let reply = sync::send(&mut conn, &call.body, wait)
+            .await
+            .map(|(value, reply)| (value, Some(reply)));
+        self.settle(call, limit, generation, &broken, reply)
+    }
+
+    /// The outcome of a call sent on a connection of `generation` (marked `broken` here when
+    /// it must not be reused), with its error named.
+    fn settle<T>(
+        &self,
+        call: &Call<'_>,
+        limit: Duration,
+        generation: u64,
+        broken: &AtomicBool,
+        reply: redis::RedisResult<T>,
+    ) -> Result<T, Sent> {
         let retire_all = || {
             let _ = self.pool.manager().generation.compare_exchange(
                 generation,
@@ -384,7 +419,7 @@ impl Single {
             }
             Sent::Failed(if e.is_timeout() {
                 Error::Timeout {
-                    operation: op,
+                    operation: call.op,
                     after: limit,
                 }
             } else if matches!(e.code(), Some("MOVED" | "ASK")) {

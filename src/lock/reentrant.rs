@@ -233,3 +233,33 @@ impl HoldKind for Reentrant {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An acquisition boxes its waiter's future once (`wait::observed`): glibc's malloc serves
+    /// blocks up to this many bytes from its per-thread cache, larger ones by its general path
+    /// (an acquisition's box was 2,232 bytes, with a call's 2,448 about 1,200 instructions more
+    /// per lock pair than now).
+    const SMALL_BLOCK: usize = 1032;
+
+    #[tokio::test]
+    async fn an_acquisitions_future_fits_in_a_small_block() {
+        // A client's state that never connects (nothing here sends a request).
+        let config = crate::config::Config::from_url("redis://127.0.0.1:1");
+        let tasks = crate::tasks::Tasks::new(tokio::runtime::Handle::current());
+        let names = crate::names::NameMapper::identity();
+        let locks = Locks {
+            shared: Arc::new(Shared::new(config, names, None, tasks).unwrap()),
+            record: crate::hold::Record::default(),
+        };
+        // Every lock kind acquires through `HoldAcquire`; the options do not change its type.
+        let lock = Lock::new(&locks, "sizes".into());
+        let size = lock.core.boxed_acquisition_size();
+        assert!(
+            size <= SMALL_BLOCK,
+            "an acquisition's future is {size} bytes, more than glibc's per-thread cache serves ({SMALL_BLOCK})"
+        );
+    }
+}

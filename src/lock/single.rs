@@ -96,6 +96,13 @@ impl LockCore {
         }))
     }
 
+    /// The bytes of the box an acquisition of this lock allocates (tests).
+    #[cfg(test)]
+    pub(crate) fn boxed_acquisition_size(&self) -> usize {
+        let acquisition = self.acquisition(&LockOptions::new()).unwrap();
+        wait::boxed_acquisition_size(&self.locks.shared, acquisition)
+    }
+
     pub(crate) async fn is_held_by(&self, owner: Owner) -> Result<bool> {
         let mut cmd = redis::cmd("HEXISTS");
         cmd.arg(&*self.name).arg(&*self.field(owner));

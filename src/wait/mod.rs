@@ -218,22 +218,38 @@ enum Ended<G, T> {
     TimedOut(T),
 }
 
-/// [`acquire_in_span`] in its span, with its metrics.
+/// [`first_attempts`], then the wait if they found the primitive busy, in the acquisition's
+/// span, with its metrics.
 async fn observed<A: Acquire, T: Marker>(
     shared: &Arc<Shared>,
     acq: Arc<A>,
     wait: Option<Duration>,
     bound: Option<Bound<T>>,
 ) -> Result<Ended<A::Grant, T>> {
-    let subject = acq.subject();
-    let span = subject.acquire_span(wait);
-    let tag = Tag::new(subject.kind, subject.name, shared.config.metrics_name_label);
+    let (span, tag) = {
+        let subject = acq.subject();
+        let tag = Tag::new(subject.kind, subject.name, shared.config.metrics_name_label);
+        (subject.acquire_span(wait), tag)
+    };
     let acquisition = Acquisition::start(tag.clone());
-    // Boxed: the waiter's future is kilobytes; inline, every future above it (the lock
-    // call, the caller's own) would carry it and be moved with it.
-    let result = Box::pin(acquire_in_span(shared, acq, wait, bound, tag))
-        .instrument(span.clone())
-        .await;
+    // Boxed, each part on its own: the waiter's futures are kilobytes, and inline every future
+    // above them (the lock call, the caller's own) would carry them and be moved with them.
+    // The first attempts' box is freed before a wait's is allocated: an acquisition granted at
+    // once allocates the smaller one only, small enough for the allocator's per-thread cache,
+    // and a parked waiter holds the wait's only.
+    let first = Box::pin(first_attempts(shared, acq, wait, bound, tag));
+    let result = async move {
+        // Matched before the wait is awaited: kept across it, the first attempts' outcome
+        // would make this future larger.
+        let waiting = match first.await {
+            Ok(First::Ended(ended)) => return Ok(ended),
+            Ok(First::Wait(waiting)) => waiting,
+            Err(e) => return Err(e),
+        };
+        waiting.await
+    }
+    .instrument(span.clone())
+    .await;
     let outcome = match &result {
         Ok(Ended::Granted(_)) => Ok(true),
         Ok(Ended::TimedOut(_)) => Ok(false),
@@ -243,18 +259,42 @@ async fn observed<A: Acquire, T: Marker>(
     result
 }
 
+/// The bytes of the box [`observed`] allocates for the first attempts of `acq`: the larger of
+/// an untimed and a bounded wait's (tests keep it within what the allocator serves fastest).
+#[cfg(test)]
+pub(crate) fn boxed_acquisition_size<A: Acquire>(shared: &Arc<Shared>, acq: Arc<A>) -> usize {
+    let tag = || {
+        let subject = acq.subject();
+        Tag::new(subject.kind, subject.name, shared.config.metrics_name_label)
+    };
+    let untimed = first_attempts::<A, Infallible>(shared, acq.clone(), None, None, tag());
+    let bounded = first_attempts::<A, ()>(shared, acq.clone(), None, None, tag());
+    std::mem::size_of_val(&untimed).max(std::mem::size_of_val(&bounded))
+}
+
 /// What a bounded wait's "not acquired" carries: `()`, or `Infallible` for a wait without one.
 trait Marker: Copy + Send + Sync + 'static {}
 
 impl<T: Copy + Send + Sync + 'static> Marker for T {}
 
-async fn acquire_in_span<A: Acquire, T: Marker>(
+/// How an acquisition's [`first_attempts`] ended, errors aside.
+enum First<G, T> {
+    /// Granted, or not acquired (a single attempt that found the primitive busy, a bound that
+    /// ran out during an attempt).
+    Ended(Ended<G, T>),
+    /// The primitive is busy: the wait for it ([`wait_for_grant`]), boxed, not started.
+    Wait(BoxFuture<'static, Result<Ended<G, T>>>),
+}
+
+/// The attempts before a wait: the first, and one more of a single attempt resolved as not
+/// applied; or none, for a waiter that yields to the client's parked waiters.
+async fn first_attempts<A: Acquire, T: Marker>(
     shared: &Arc<Shared>,
     acq: Arc<A>,
     wait: Option<Duration>,
     bound: Option<Bound<T>>,
     tag: Tag,
-) -> Result<Ended<A::Grant, T>> {
+) -> Result<First<A::Grant, T>> {
     shared.ensure_open()?;
     let waiter = Waiter {
         bound,
@@ -280,7 +320,7 @@ async fn acquire_in_span<A: Acquire, T: Marker>(
                 match waiter.attempt(false).await {
                     Attempted::Granted(g) => {
                         GiveUp::disarm(give_up);
-                        return Ok(Ended::Granted(g));
+                        return Ok(First::Ended(Ended::Granted(g)));
                     }
                     Attempted::Busy(_) => {
                         outage.answered();
@@ -291,7 +331,9 @@ async fn acquire_in_span<A: Acquire, T: Marker>(
                         outage.answered();
                         break;
                     }
-                    Attempted::GaveUp(t) => return Ok(GiveUp::finish(give_up, &waiter, t).await),
+                    Attempted::GaveUp(t) => {
+                        return Ok(First::Ended(GiveUp::finish(give_up, &waiter, t).await));
+                    }
                     // BUSY proves the script did not run; a grant no replica acknowledged was
                     // given back; a refused or dropped connection (Redis down or restarting):
                     // a waiting call retries them within its wait.
@@ -299,7 +341,7 @@ async fn acquire_in_span<A: Acquire, T: Marker>(
                         outage.failed(e, Duration::ZERO);
                         break;
                     }
-                    Attempted::Failed(e) => return GiveUp::fail(give_up, e),
+                    Attempted::Failed(e) => return GiveUp::fail(give_up, e).map(First::Ended),
                     // Refused before anything was sent: nothing to clean up.
                     Attempted::Refused(e) => {
                         GiveUp::disarm(give_up);
@@ -313,11 +355,26 @@ async fn acquire_in_span<A: Acquire, T: Marker>(
                 ..
             }) = waiter.bound
             {
-                return Ok(Ended::TimedOut(marker));
+                return Ok(First::Ended(Ended::TimedOut(marker)));
             }
             (waiter.acq.strategy(), outage, false)
         }
     };
+    Ok(First::Wait(Box::pin(wait_for_grant(
+        waiter, give_up, strategy, outage, yielding,
+    ))))
+}
+
+/// The wait of an acquisition, after [`first_attempts`] found the primitive busy
+/// (or the waiter yielded to the client's parked waiters): by messages or by back-off until a
+/// grant, the bound, or an error.
+async fn wait_for_grant<A: Acquire, T: Marker>(
+    waiter: Waiter<A, T>,
+    give_up: Option<GiveUp<A>>,
+    strategy: Strategy,
+    outage: Outage,
+    yielding: bool,
+) -> Result<Ended<A::Grant, T>> {
     let _waiting = waiter.tag.waiting();
     let result = match strategy {
         Strategy::PubSub { channel, policy } => {
@@ -554,7 +611,8 @@ impl<A: Acquire, T: Marker> Waiter<A, T> {
                 );
                 Attempted::Failed(e)
             }
-            Step::Unknown(pending, e) => self.resolve(pending, e, contended).await,
+            // Boxed: rare (a lost reply), and inline its state would double every attempt's.
+            Step::Unknown(pending, e) => Box::pin(self.resolve(pending, e, contended)).await,
         }
     }
 
