@@ -100,6 +100,15 @@ impl Shared {
         })
     }
 
+    /// A client's state that never connects (tests that send nothing), on the current
+    /// runtime.
+    #[cfg(test)]
+    pub(crate) fn offline() -> Arc<Self> {
+        let config = Config::from_url("redis://127.0.0.1:1");
+        let tasks = Tasks::new(tokio::runtime::Handle::current());
+        Arc::new(Self::new(config, NameMapper::identity(), None, tasks).unwrap())
+    }
+
     /// [`Error::Shutdown`] once the client was shut down.
     pub(crate) fn ensure_open(&self) -> Result<()> {
         if self.tasks.is_shut_down() {

@@ -425,12 +425,9 @@ impl Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::future::SMALL_BLOCK;
 
-    /// One call's future is one box (`call_synced`): glibc's malloc serves blocks up to this
-    /// many bytes from its per-thread cache, larger ones by its general path, which took
-    /// about 1,200 more instructions per lock pair when calls were 2,448 bytes.
-    const SMALL_BLOCK: usize = 1032;
-
+    /// One call's future is one box (`call_synced`).
     #[tokio::test]
     async fn a_calls_future_fits_in_a_small_block() {
         let conn = Conn::new(&Config::from_url("redis://127.0.0.1:1"), None).unwrap();

@@ -318,26 +318,19 @@ impl Single {
                 &self.lanes[i % self.lanes.len()]
             };
         let _in_flight = (self.lanes.len() > 1).then(|| InFlight::new(&self.in_flight));
-        // Destructured at once, and the check-out behind `if let`: what a future keeps across
+        // Taken apart at once, and the check-out behind `if let`: what a future keeps across
         // its awaits is what makes it large (each call's future is one box, see `Conn`).
-        let Shared {
-            mut conn,
-            identity,
-            generation,
-            broken,
-        } = if let Some(shared) = self.reusable(lane) {
-            shared
-        } else {
-            // Boxed: the first call, and one after a failure; inline it would make every
-            // call's future larger.
-            Box::pin(self.checkout(call.op, limit, Some(lane))).await?.0
-        };
-        if let Some(sent) = call.sent {
-            sent.record(identity);
-        }
-        if limit != self.command_timeout {
-            conn.set_response_timeout(limit);
-        }
+        let (mut conn, generation, broken) = self.ready(
+            call,
+            limit,
+            if let Some(shared) = self.reusable(lane) {
+                shared
+            } else {
+                // Boxed: the first call, and one after a failure; inline it would make every
+                // call's future larger.
+                Box::pin(self.checkout(call.op, limit, Some(lane))).await?.0
+            },
+        );
         let reply = match &call.body {
             // Boxed: after NOSCRIPT twice only.
             Body::Script(invocation) if call.load_first => {
@@ -364,6 +357,21 @@ impl Single {
         wait: WaitFor,
     ) -> Result<(Value, Option<WaitReply>), Sent> {
         let (shared, _held) = self.checkout(call.op, limit, None).await?;
+        let (mut conn, generation, broken) = self.ready(call, limit, shared);
+        let reply = sync::send(&mut conn, &call.body, wait)
+            .await
+            .map(|(value, reply)| (value, Some(reply)));
+        self.settle(call, limit, generation, &broken, reply)
+    }
+
+    /// `shared` made ready for `call`: where the call goes recorded, the reply's limit set on
+    /// the handle; its handle, generation and broken flag.
+    fn ready(
+        &self,
+        call: &Call<'_>,
+        limit: Duration,
+        shared: Shared,
+    ) -> (MultiplexedConnection, u64, Arc<AtomicBool>) {
         let Shared {
             mut conn,
             identity,
@@ -376,10 +384,7 @@ impl Single {
         if limit != self.command_timeout {
             conn.set_response_timeout(limit);
         }
-        let reply = sync::send(&mut conn, &call.body, wait)
-            .await
-            .map(|(value, reply)| (value, Some(reply)));
-        self.settle(call, limit, generation, &broken, reply)
+        (conn, generation, broken)
     }
 
     /// The outcome of a call sent on a connection of `generation` (marked `broken` here when

@@ -237,21 +237,13 @@ impl HoldKind for Reentrant {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::future::SMALL_BLOCK;
 
-    /// An acquisition boxes its waiter's future once (`wait::observed`): glibc's malloc serves
-    /// blocks up to this many bytes from its per-thread cache, larger ones by its general path
-    /// (an acquisition's box was 2,232 bytes, with a call's 2,448 about 1,200 instructions more
-    /// per lock pair than now).
-    const SMALL_BLOCK: usize = 1032;
-
+    /// An acquisition boxes its first attempts' future once (`wait::observed`).
     #[tokio::test]
     async fn an_acquisitions_future_fits_in_a_small_block() {
-        // A client's state that never connects (nothing here sends a request).
-        let config = crate::config::Config::from_url("redis://127.0.0.1:1");
-        let tasks = crate::tasks::Tasks::new(tokio::runtime::Handle::current());
-        let names = crate::names::NameMapper::identity();
         let locks = Locks {
-            shared: Arc::new(Shared::new(config, names, None, tasks).unwrap()),
+            shared: Shared::offline(),
             record: crate::hold::Record::default(),
         };
         // Every lock kind acquires through `HoldAcquire`; the options do not change its type.

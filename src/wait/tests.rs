@@ -5,8 +5,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
-use crate::config::Config;
-use crate::tasks::Tasks;
 
 /// Grants a token on its `grant_on`-th attempt; earlier attempts are busy, or fail or are of
 /// unknown outcome as scripted.
@@ -114,9 +112,7 @@ impl Acquire for Fake {
 
 /// A client that never connects (nothing here sends a request).
 fn shared() -> Arc<Shared> {
-    let config = Config::from_url("redis://127.0.0.1:1");
-    let tasks = Tasks::new(tokio::runtime::Handle::current());
-    Arc::new(Shared::new(config, crate::names::NameMapper::identity(), None, tasks).unwrap())
+    Shared::offline()
 }
 
 #[tokio::test]
