@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher, RandomState};
+use std::sync::Arc;
 
 const K: u64 = 0x517c_c1b7_2722_0a95;
 
@@ -27,11 +28,23 @@ impl Hasher for FastHasher {
             word.copy_from_slice(chunk);
             self.add(u64::from_le_bytes(word));
         }
+        // The last 1 to 7 bytes as one word, read in at most three loads (a `copy_from_slice`
+        // of a variable length is a call to `memcpy`).
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut word = [0; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
+            let (mut word, mut at) = (0u64, 0);
+            if rest.len() >= 4 {
+                word = u64::from(u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]));
+                at = 4;
+            }
+            if rest.len() - at >= 2 {
+                word |= u64::from(u16::from_le_bytes([rest[at], rest[at + 1]])) << (8 * at);
+                at += 2;
+            }
+            if at < rest.len() {
+                word |= u64::from(rest[at]) << (8 * at);
+            }
+            self.add(word);
         }
     }
 
@@ -75,6 +88,12 @@ impl BuildHasher for FastState {
 /// A `HashMap` with [`FastState`].
 pub(crate) type FastMap<K, V> = HashMap<K, V, FastState>;
 
+/// Whether two shared names are equal, without reading their bytes when they are one (a map's
+/// key compared with the key it was built from).
+pub(crate) fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +107,23 @@ mod tests {
         let mut m: FastMap<String, u32> = FastMap::default();
         m.insert("x".into(), 1);
         assert_eq!(m.get("x"), Some(&1));
+    }
+
+    /// Every length's last partial word is its bytes little-endian, zero-padded: the same
+    /// hash as whole-word reads of the bytes padded with zeros.
+    #[test]
+    fn a_partial_word_is_read_as_zero_padded() {
+        let bytes: Vec<u8> = (1..=23).map(|b| b * 11).collect();
+        for len in 0..=bytes.len() {
+            let mut ours = FastHasher { hash: 7 };
+            ours.write(&bytes[..len]);
+            let mut expected = FastHasher { hash: 7 };
+            for chunk in bytes[..len].chunks(8) {
+                let mut word = [0; 8];
+                word[..chunk.len()].copy_from_slice(chunk);
+                expected.add(u64::from_le_bytes(word));
+            }
+            assert_eq!(ours.finish(), expected.finish(), "{len} bytes");
+        }
     }
 }

@@ -307,7 +307,7 @@ pub(super) async fn load_and_run<C: redis::aio::ConnectionLike + std::marker::Se
     pipe.atomic()
         .add_command(invocation.script().load_cmd())
         .ignore()
-        .add_command(invocation.eval_cmd());
+        .add_command(invocation.eval_cmd().into_owned());
     let (value,): (Value,) = pipe.query_async(conn).await?;
     match value {
         Value::ServerError(e) => Err(e.into()),

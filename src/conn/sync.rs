@@ -115,7 +115,7 @@ pub(super) async fn send<C: redis::aio::ConnectionLike + Send>(
 ) -> RedisResult<(Value, WaitReply)> {
     let mut pipe = redis::pipe();
     match body {
-        Body::Script(invocation) => pipe.add_command(invocation.eval_cmd()),
+        Body::Script(invocation) => pipe.add_command(invocation.eval_cmd().into_owned()),
         Body::Command(cmd) => pipe.add_command((*cmd).clone()),
     };
     let timeout_ms = u64::try_from(wait.timeout.as_millis()).unwrap_or(u64::MAX);

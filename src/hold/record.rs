@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::fasthash::{FastMap, FastState};
+use crate::fasthash::{FastMap, FastState, same};
 use crate::watchdog::{Lease, Loss};
 
 /// A lock name and holder field, with their hash computed once.
@@ -37,9 +37,7 @@ struct Key {
 
 impl PartialEq for Key {
     fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash
-            && (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
-            && (Arc::ptr_eq(&self.field, &other.field) || self.field == other.field)
+        self.hash == other.hash && same(&self.name, &other.name) && same(&self.field, &other.field)
     }
 }
 

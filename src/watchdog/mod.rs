@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::conn::{Call, Conn, SlotGroup};
-use crate::fasthash::FastMap;
+use crate::fasthash::{FastMap, FastState, same};
 use crate::observe::{self, Subject, Tag};
 use crate::owner::Owner;
 use crate::tasks::Tasks;
@@ -33,12 +33,42 @@ use crate::tasks::Tasks;
 pub(crate) use lease::{Lease, Loss};
 pub(crate) use renewal::{BatchArgs, Renewal};
 
-/// One renewed hold: a kind, a key, the holder field.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// One renewed hold: a kind, a key, the holder field, with their hash computed once (a hold's
+/// registration looks it up once, its release twice).
+#[derive(Clone, Debug)]
 struct Watched {
     kind: &'static str,
     key: Arc<str>,
     field: Arc<str>,
+    hash: u64,
+}
+
+impl Watched {
+    fn new(state: &FastState, kind: &'static str, key: &Arc<str>, field: &Arc<str>) -> Self {
+        Self {
+            kind,
+            key: key.clone(),
+            field: field.clone(),
+            hash: std::hash::BuildHasher::hash_one(state, (kind, &**key, &**field)),
+        }
+    }
+}
+
+impl PartialEq for Watched {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash
+            && self.kind == other.kind
+            && same(&self.key, &other.key)
+            && same(&self.field, &other.field)
+    }
+}
+
+impl Eq for Watched {}
+
+impl std::hash::Hash for Watched {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
 }
 
 #[derive(Debug)]
@@ -57,6 +87,8 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Registry {
     entries: Mutex<FastMap<Watched, Entry>>,
+    /// Hashes a [`Watched`] once, outside the mutex.
+    state: FastState,
     /// Wakes the renewal task when a hold registers with a lease it has no tick grid for.
     new_lease: Arc<Notify>,
 }
@@ -141,11 +173,7 @@ impl Watchdog {
         tag: &Tag,
         owner: Option<Owner>,
     ) -> Arc<Lease> {
-        let watched = Watched {
-            kind: renewal.kind(),
-            key: key.clone(),
-            field: field.clone(),
-        };
+        let watched = Watched::new(&self.registry.state, renewal.kind(), key, field);
         let fresh = || Entry {
             guards: 0,
             lease: Lease::new(sent, lease, tag.clone()),
@@ -180,11 +208,7 @@ impl Watchdog {
         field: &Arc<str>,
         lease: &Arc<Lease>,
     ) {
-        let watched = Watched {
-            kind,
-            key: key.clone(),
-            field: field.clone(),
-        };
+        let watched = Watched::new(&self.registry.state, kind, key, field);
         let mut entries = self.registry.entries();
         if let Some(entry) = entries.get_mut(&watched)
             && Arc::ptr_eq(&entry.lease, lease)

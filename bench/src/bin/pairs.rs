@@ -28,8 +28,8 @@
 //! (user + system, from `/proc/self/stat`) of each, and crate / bare. CPU time per pair is what
 //! bounds throughput once the client's core is the limit, and it is less disturbed than pairs/s
 //! by whatever else the machine runs. `--connections C` sets the crate's client's
-//! `Config::connections` (default 1). `--versus-rslock` runs the crate's `TokenLock` against
-//! rslock 0.10 (one `LockManager`) instead of the `Lock` against the bare client.
+//! `Config::connections` (default 1). `--versus-rslock` runs the crate's `TokenLock` with rslock's
+//! lease (30 s, no watchdog) against rslock 0.10 (one `LockManager`) instead of the `Lock` against the bare client.
 
 use std::process::ExitCode;
 
@@ -314,7 +314,8 @@ fn throughput(
             for task in 0..tasks {
                 let name = format!("pairs:tp:crate:{round}:{task}");
                 if versus_rslock {
-                    let lock = client.token_lock(name);
+                    // rslock's lease: a 30 s TTL, no watchdog (S10's row with the target).
+                    let lock = Leased(client.token_lock(name));
                     loops.spawn(async move { repeat(&lock, per_task).await });
                 } else {
                     let lock = client.lock(name);
@@ -359,14 +360,19 @@ fn throughput(
         })?;
         Ok((wall.elapsed(), cpu_time().saturating_sub(cpu)))
     };
+    // PAIRS_ONLY=crate|bare runs one side alone, its warm-up included (for strace or perf on
+    // one client).
+    let only = std::env::var("PAIRS_ONLY").unwrap_or_default();
     // Warm-up: connections opened, scripts loaded, on both.
-    crate_round(u64::MAX)?;
-    bare_round(u64::MAX)?;
+    if only != "bare" {
+        crate_round(u64::MAX)?;
+    }
+    if only != "crate" {
+        bare_round(u64::MAX)?;
+    }
     let (mut crate_rates, mut bare_rates) = (Vec::new(), Vec::new());
     let (mut crate_cpu, mut bare_cpu) = (Duration::ZERO, Duration::ZERO);
     let done = (per_task * tasks) as f64;
-    // PAIRS_ONLY=crate|bare runs one side alone (for strace or perf on one client).
-    let only = std::env::var("PAIRS_ONLY").unwrap_or_default();
     for round in 0..rounds {
         if only != "bare" {
             let (wall, cpu) = crate_round(round)?;
@@ -451,6 +457,16 @@ impl Pair for redisson_sync::Lock {
 impl Pair for redisson_sync::TokenLock {
     async fn pair(&self) -> Result<(), redisson_sync::Error> {
         self.lock().await?.unlock().await
+    }
+}
+
+/// The `TokenLock` with rslock's lease: a fixed 30 s TTL, no watchdog.
+struct Leased(redisson_sync::TokenLock);
+
+impl Pair for Leased {
+    async fn pair(&self) -> Result<(), redisson_sync::Error> {
+        let opts = redisson_sync::LockOptions::new().lease(std::time::Duration::from_secs(30));
+        self.0.lock_with_options(&opts).await?.unlock().await
     }
 }
 
