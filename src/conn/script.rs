@@ -97,7 +97,7 @@ impl Parts {
         }
     }
 
-    fn iter(&self) -> impl Iterator<Item = (u32, bool)> + '_ {
+    fn iter(&self) -> impl Iterator<Item = (u32, bool)> + Clone + '_ {
         self.inline[..self.len]
             .iter()
             .chain(self.more.iter())
@@ -138,27 +138,28 @@ impl Built {
         }
     }
 
-    /// Every key and argument so far, in the order added, and whether each is a key.
-    fn parts(&self) -> Vec<(&[u8], bool)> {
-        match self {
-            Self::Direct { cmd, keys, .. } => cmd
-                .args_iter()
+    /// Every key and argument so far, in the order added, and whether each is a key (read in
+    /// place: the buffered path allocates nothing more than it did).
+    fn parts(&self) -> impl Iterator<Item = (&[u8], bool)> + Clone + '_ {
+        let (direct, buffered) = match self {
+            Self::Direct { cmd, keys, .. } => (Some((cmd, *keys)), None),
+            Self::Buffered { data, parts } => (None, Some((data, parts))),
+        };
+        let direct = direct.into_iter().flat_map(|(cmd, keys)| {
+            cmd.args_iter()
                 .skip(3)
                 .enumerate()
-                .map(|(i, arg)| (simple(arg), i < *keys))
-                .collect(),
-            Self::Buffered { data, parts } => {
-                let mut start = 0;
-                parts
-                    .iter()
-                    .map(|(end, key)| {
-                        let part = &data[start..end as usize];
-                        start = end as usize;
-                        (part, key)
-                    })
-                    .collect()
-            }
-        }
+                .map(move |(i, arg)| (simple(arg), i < keys))
+        });
+        let buffered = buffered.into_iter().flat_map(|(data, parts)| {
+            let mut start = 0;
+            parts.iter().map(move |(end, key)| {
+                let part = &data[start..end as usize];
+                start = end as usize;
+                (part, key)
+            })
+        });
+        direct.chain(buffered)
     }
 }
 
@@ -173,12 +174,11 @@ fn simple(arg: Arg<&[u8]>) -> &[u8] {
 impl std::fmt::Debug for ScriptInvocation<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Keys and arguments may carry secrets (a token lock's value): only their count.
-        let parts = self.built.parts();
-        let keys = parts.iter().filter(|(_, key)| *key).count();
+        let keys = self.built.parts().filter(|(_, key)| *key).count();
         f.debug_struct("ScriptInvocation")
             .field("hash", &self.script.hash)
             .field("keys", &keys)
-            .field("args", &(parts.len() - keys))
+            .field("args", &(self.built.parts().count() - keys))
             .finish()
     }
 }
@@ -287,14 +287,17 @@ impl<'a> ScriptInvocation<'a> {
     /// Turns a direct invocation into a buffered one, its keys and arguments kept.
     fn buffer(&mut self) {
         if let Built::Direct { .. } = self.built {
-            let mut buffered = Built::buffered();
-            if let Built::Buffered { data, parts } = &mut buffered {
-                for (part, key) in self.built.parts() {
-                    data.extend_from_slice(part);
-                    Writer { data, parts, key }.end();
+            let (mut data, mut parts) = (Vec::with_capacity(INLINE_BYTES), Parts::default());
+            for (part, key) in self.built.parts() {
+                data.extend_from_slice(part);
+                Writer {
+                    data: &mut data,
+                    parts: &mut parts,
+                    key,
                 }
+                .end();
             }
-            self.built = buffered;
+            self.built = Built::Buffered { data, parts };
         }
     }
 
@@ -331,20 +334,24 @@ impl<'a> ScriptInvocation<'a> {
             return Cow::Borrowed(cmd);
         }
         let parts = self.built.parts();
-        let keys = parts.iter().filter(|(_, key)| *key).count();
+        let (mut keys, mut count, mut bytes) = (0, 0, 0);
+        for (part, key) in parts.clone() {
+            keys += usize::from(key);
+            count += 1;
+            bytes += part.len();
+        }
         self.script
             .keys
             .store(u32::try_from(keys).unwrap_or(UNKNOWN), Ordering::Relaxed);
-        let bytes: usize = parts.iter().map(|(part, _)| part.len()).sum();
         let mut cmd = Cmd::with_capacity(
-            3 + parts.len(),
+            3 + count,
             "EVALSHA".len() + self.script.hash.len() + 4 + bytes,
         );
         cmd.arg("EVALSHA").arg(&self.script.hash).arg(keys);
         for wanted in [true, false] {
-            for (part, key) in &parts {
-                if *key == wanted {
-                    cmd.arg(*part);
+            for (part, key) in parts.clone() {
+                if key == wanted {
+                    cmd.arg(part);
                 }
             }
         }
