@@ -1274,14 +1274,11 @@ const TESTS: &[(&str, TestFn)] = &[
 ];
 
 fn main() -> std::process::ExitCode {
-    // `cargo test` passes the filter and harness flags; only a plain word filters.
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    // `cargo test` passes the filter and libtest's options (`--test-threads 4` from
+    // scripts/test among them): read as libtest reads them, or the `4` filters every test out.
     let selected: Vec<&(&str, TestFn)> = TESTS
         .iter()
-        .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
+        .filter(|(name, _)| common::selected(name))
         .collect();
     if std::env::args().any(|a| a == "--list") {
         for (name, _) in &selected {

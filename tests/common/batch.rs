@@ -204,8 +204,9 @@ struct Filter {
     exact: bool,
 }
 
-/// Whether the harness will run the test named `name` (`GROUP::kind`).
-fn selected(name: &str) -> bool {
+/// Whether the harness will run the test named `name` (`GROUP::kind` here; a test of its own
+/// where a binary is its own harness, as `tests/cluster.rs` is).
+pub fn selected(name: &str) -> bool {
     static FILTER: OnceLock<Filter> = OnceLock::new();
     let filter = FILTER.get_or_init(|| {
         // libtest's options that take a value (as `--opt value` or `--opt=value`).

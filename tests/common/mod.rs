@@ -54,7 +54,7 @@ use redis::{AsyncCommands, Msg};
 use redisson_sync::{Client, ClientBuilder, Owner};
 
 #[allow(unused_imports)]
-pub use batch::{Batch, Flavor};
+pub use batch::{Batch, Flavor, selected};
 #[allow(unused_imports)]
 pub use matrix::{
     AnyLock, FOREIGN_HOLDER, Foreign, Kind, Reentry, STAND_IN_WAITER, Writes, assert_numsub,
