@@ -94,7 +94,7 @@ pub fn in_process(env: &Env, counts: &[usize]) -> Result<Vec<Parked>> {
         .build()
         .map_err(|e| format!("tokio: {e}"))?;
     let url = env.server.url();
-    let base_connections = client_count(&mut env.con())?;
+    let base_connections = client_ids(&mut env.con())?;
     runtime.block_on(async {
         let client = redisson_sync::Client::open(&url).map_err(|e| format!("client: {e}"))?;
         let holder = LockOptions::new().owner(Owner::new(u64::from(u32::MAX)));
@@ -115,11 +115,19 @@ pub fn in_process(env: &Env, counts: &[usize]) -> Result<Vec<Parked>> {
                 })
                 .collect();
             // The waiters run on the runtime's workers; this thread only watches.
-            let parked = measure(env, &name, base_commands, n, before_rss)?;
+            let registered = || Ok(Some(client.stats().waiters as u64));
+            let parked = measure(
+                env,
+                &name,
+                base_commands,
+                n,
+                before_rss,
+                &base_connections,
+                registered,
+            )?;
             let heap = LIVE_BYTES.load(Ordering::Relaxed) - before_heap;
             let parked = Parked {
                 heap_per_waiter: heap as f64 / n as f64,
-                connections: parked.connections.saturating_sub(base_connections),
                 ..parked
             };
             if let Some(done) = waiters.iter().find(|w| w.is_finished()) {
@@ -148,15 +156,23 @@ pub fn in_process(env: &Env, counts: &[usize]) -> Result<Vec<Parked>> {
 
 /// Waits for `n` waiters to settle, then reads RSS of this process, connections and
 /// subscribers.
-fn measure(env: &Env, name: &str, base_commands: u64, n: usize, before_rss: u64) -> Result<Parked> {
+fn measure(
+    env: &Env,
+    name: &str,
+    base_commands: u64,
+    n: usize,
+    before_rss: u64,
+    before_connections: &HashSet<u64>,
+    registered: impl FnMut() -> Result<Option<u64>>,
+) -> Result<Parked> {
     let mut con = env.con();
-    settle(&mut con, base_commands, n as u64)?;
+    settle(&mut con, base_commands, n as u64, registered)?;
     let after_rss = rss_bytes("self")?;
     Ok(Parked {
         waiters: n,
         bytes_per_waiter: (after_rss as f64 - before_rss as f64) / n as f64,
         heap_per_waiter: 0.0,
-        connections: client_count(&mut con)?,
+        connections: client_ids(&mut con)?.difference(before_connections).count(),
         subscribers: numsub(&mut con, &channel(name))?,
         idle_rate: idle_rate(&mut con, n, env.sizes.s6_idle_window)?,
     })
@@ -183,21 +199,34 @@ pub fn in_agent(env: &Env, imp: Impl, n: usize) -> Result<Parked> {
     let lock = |owner: u64| json!({"op": "lock", "kind": "lock", "name": name, "owner": owner});
     drive::call(&agent, lock(1), Duration::from_secs(20))?;
     std::thread::sleep(Duration::from_millis(300));
-    let before_connections = client_count(&mut env.con())?;
+    let before_connections = client_ids(&mut env.con())?;
     let base_commands = sent_total(&mut env.con())?;
     let before_rss = rss_bytes(&pid.to_string())?;
     let mut ids = Vec::new();
     for owner in 2..(n as u64 + 2) {
         ids.push(agent.send(lock(owner))?);
     }
+    // The Rust agent tells how many waits its client registered (`stats`, an op of its own).
+    let registered = || match imp {
+        Impl::Rust => {
+            let stats = drive::call(&agent, json!({"op": "stats"}), Duration::from_secs(20))?;
+            match stats["waiters"].as_u64() {
+                Some(waits) => Ok(Some(waits)),
+                None => Err(Error::Failed(format!("stats without waiters: {stats}"))),
+            }
+        }
+        Impl::Java => Ok(None),
+    };
     let mut con = env.con();
-    settle(&mut con, base_commands, n as u64)?;
+    settle(&mut con, base_commands, n as u64, registered)?;
     let after_rss = rss_bytes(&pid.to_string())?;
     let parked = Parked {
         waiters: n,
         bytes_per_waiter: (after_rss as f64 - before_rss as f64) / n as f64,
         heap_per_waiter: 0.0,
-        connections: client_count(&mut con)?.saturating_sub(before_connections),
+        connections: client_ids(&mut con)?
+            .difference(&before_connections)
+            .count(),
         subscribers: numsub(&mut con, &channel(&name))?,
         idle_rate: idle_rate(&mut con, n, env.sizes.s6_idle_window)?,
     };
@@ -218,16 +247,40 @@ fn sent_total(con: &mut Connection) -> Result<u64> {
     Ok(drive::command_stats(con)?.sent_total())
 }
 
-/// Waits until the waiters are parked: at least `2 n` client-sent commands since `base`
-/// (each waiter of either implementation tries once, subscribes — one SUBSCRIBE per channel
-/// and connection — and tries again before it sleeps), then half a second more.
-fn settle(con: &mut Connection, base: u64, n: u64) -> Result<()> {
+/// Waits until the `n` waiters are parked, then half a second more.
+///
+/// Redisson's waiters each try, subscribe (one `SUBSCRIBE` per channel and connection) and try
+/// again before they sleep: at least `2 n` client-sent commands since `base`. This crate's do
+/// not all send commands (a waiter on a name its client already waits for parks on the same
+/// subscription; 4 to `2 n` commands were seen for `n` = 100), so where `registered` can tell
+/// how many waits the waiting client has registered (`Client::stats`, the Rust agent's
+/// `stats`), the waiters are parked once all `n` are and the count of commands has then moved
+/// by less than [`quiet_bound`] over [`QUIET`].
+fn settle(
+    con: &mut Connection,
+    base: u64,
+    n: u64,
+    mut registered: impl FnMut() -> Result<Option<u64>>,
+) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut now = base;
+    // Since when, and from what count, the count has moved less than the bound.
+    let mut quiet: Option<(Instant, u64)> = None;
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
         now = sent_total(con)?;
-        if now >= base + 2 * n {
+        let parked = match registered()? {
+            None => now >= base + 2 * n,
+            Some(waits) if waits < n => false,
+            Some(_) => match quiet {
+                Some((since, from)) if now - from < quiet_bound(n) => since.elapsed() >= QUIET,
+                _ => {
+                    quiet = Some((Instant::now(), now));
+                    false
+                }
+            },
+        };
+        if parked {
             std::thread::sleep(Duration::from_millis(500));
             return Ok(());
         }
@@ -236,6 +289,17 @@ fn settle(con: &mut Connection, base: u64, n: u64) -> Result<()> {
         "{n} waiters did not park within 120 s ({} commands)",
         now - base
     )))
+}
+
+/// How long the command count must stay (nearly) still for registered waiters to count as
+/// parked.
+const QUIET: Duration = Duration::from_millis(300);
+
+/// New commands that still count as still over [`QUIET`] for `n` waiters: a twentieth of
+/// them (at least 3), against the 0.03 per waiter parked waiters re-check in that time at
+/// most (S6's idle rates: 0.02 and 0.1 per waiter per second).
+fn quiet_bound(n: u64) -> u64 {
+    (n / 20).max(3)
 }
 
 /// Client-sent commands per waiter per second over `window`.
@@ -289,13 +353,23 @@ fn children() -> HashSet<u32> {
     pids
 }
 
-/// Connections open on the server (`CLIENT LIST` lines).
-fn client_count(con: &mut Connection) -> Result<usize> {
+/// The ids of the connections open on the server (`CLIENT LIST`). The connections a client
+/// opened are those whose ids were not there before it: a difference of counts would also
+/// take in the connections others closed meanwhile (Redisson's pools close idle ones).
+fn client_ids(con: &mut Connection) -> Result<HashSet<u64>> {
     let list: String = redis::cmd("CLIENT")
         .arg("LIST")
         .query(con)
         .map_err(|e| format!("redis: {e}"))?;
-    Ok(list.lines().filter(|l| !l.trim().is_empty()).count())
+    list.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            l.split(' ')
+                .find_map(|field| field.strip_prefix("id="))
+                .and_then(|id| id.parse().ok())
+                .ok_or_else(|| Error::Failed(format!("CLIENT LIST: no id in {l:?}")))
+        })
+        .collect()
 }
 
 /// `redisson_lock__channel:{name}`.
