@@ -107,7 +107,11 @@ pub fn in_process(env: &Env, counts: &[usize]) -> Result<Vec<Parked>> {
                 .await
                 .map_err(|e| format!("holder lock: {e}"))?;
             let before_heap = LIVE_BYTES.load(Ordering::Relaxed);
-            let (base_commands, before_rss) = (sent_total(&mut env.con())?, rss_bytes("self")?);
+            let before = Before {
+                commands: sent_total(&mut env.con())?,
+                rss: rss_bytes("self")?,
+                connections: &base_connections,
+            };
             let waiters: Vec<_> = (0..n)
                 .map(|_| {
                     let lock = lock.clone();
@@ -116,15 +120,7 @@ pub fn in_process(env: &Env, counts: &[usize]) -> Result<Vec<Parked>> {
                 .collect();
             // The waiters run on the runtime's workers; this thread only watches.
             let registered = || Ok(Some(client.stats().waiters as u64));
-            let parked = measure(
-                env,
-                &name,
-                base_commands,
-                n,
-                before_rss,
-                &base_connections,
-                registered,
-            )?;
+            let parked = measure(env, &name, n, "self", before, registered)?;
             let heap = LIVE_BYTES.load(Ordering::Relaxed) - before_heap;
             let parked = Parked {
                 heap_per_waiter: heap as f64 / n as f64,
@@ -154,25 +150,32 @@ pub fn in_process(env: &Env, counts: &[usize]) -> Result<Vec<Parked>> {
     })
 }
 
-/// Waits for `n` waiters to settle, then reads RSS of this process, connections and
-/// subscribers.
+/// What was there before the waiters: the client-sent commands counted so far, the resident
+/// set of the waiting process, and the connections open before its client opened them.
+struct Before<'a> {
+    commands: u64,
+    rss: u64,
+    connections: &'a HashSet<u64>,
+}
+
+/// Waits for `n` waiters to settle, then reads RSS of the waiting process (`pid`, or `self`),
+/// the connections opened since `before` and the subscribers of the lock `name`'s channel.
 fn measure(
     env: &Env,
     name: &str,
-    base_commands: u64,
     n: usize,
-    before_rss: u64,
-    before_connections: &HashSet<u64>,
+    pid: &str,
+    before: Before<'_>,
     registered: impl FnMut() -> Result<Option<u64>>,
 ) -> Result<Parked> {
     let mut con = env.con();
-    settle(&mut con, base_commands, n as u64, registered)?;
-    let after_rss = rss_bytes("self")?;
+    settle(&mut con, before.commands, n as u64, registered)?;
+    let after_rss = rss_bytes(pid)?;
     Ok(Parked {
         waiters: n,
-        bytes_per_waiter: (after_rss as f64 - before_rss as f64) / n as f64,
+        bytes_per_waiter: (after_rss as f64 - before.rss as f64) / n as f64,
         heap_per_waiter: 0.0,
-        connections: client_ids(&mut con)?.difference(before_connections).count(),
+        connections: client_ids(&mut con)?.difference(before.connections).count(),
         subscribers: numsub(&mut con, &channel(name))?,
         idle_rate: idle_rate(&mut con, n, env.sizes.s6_idle_window)?,
     })
@@ -199,9 +202,13 @@ pub fn in_agent(env: &Env, imp: Impl, n: usize) -> Result<Parked> {
     let lock = |owner: u64| json!({"op": "lock", "kind": "lock", "name": name, "owner": owner});
     drive::call(&agent, lock(1), Duration::from_secs(20))?;
     std::thread::sleep(Duration::from_millis(300));
+    let pid = pid.to_string();
     let before_connections = client_ids(&mut env.con())?;
-    let base_commands = sent_total(&mut env.con())?;
-    let before_rss = rss_bytes(&pid.to_string())?;
+    let before = Before {
+        commands: sent_total(&mut env.con())?,
+        rss: rss_bytes(&pid)?,
+        connections: &before_connections,
+    };
     let mut ids = Vec::new();
     for owner in 2..(n as u64 + 2) {
         ids.push(agent.send(lock(owner))?);
@@ -217,20 +224,7 @@ pub fn in_agent(env: &Env, imp: Impl, n: usize) -> Result<Parked> {
         }
         Impl::Java => Ok(None),
     };
-    let mut con = env.con();
-    settle(&mut con, base_commands, n as u64, registered)?;
-    let after_rss = rss_bytes(&pid.to_string())?;
-    let parked = Parked {
-        waiters: n,
-        bytes_per_waiter: (after_rss as f64 - before_rss as f64) / n as f64,
-        heap_per_waiter: 0.0,
-        connections: client_ids(&mut con)?
-            .difference(&before_connections)
-            .count(),
-        subscribers: numsub(&mut con, &channel(&name))?,
-        idle_rate: idle_rate(&mut con, n, env.sizes.s6_idle_window)?,
-    };
-    drop(con);
+    let parked = measure(env, &name, n, &pid, before, registered)?;
     if let Some(failed) = ids.iter().find_map(|&id| agent.poll(id)) {
         return Err(Error::Failed(format!(
             "{}: a waiter answered while the lock was held: {failed}",
