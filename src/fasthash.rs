@@ -1,10 +1,11 @@
 //! A fast hasher for the client's small in-process maps (holds, renewals), keyed by lock names
 //! and holder fields: the multiply-rotate hash of rustc's `FxHasher`, with a random seed per
-//! map so that chosen names cannot collide on purpose.
+//! process so that chosen names cannot collide on purpose; and [`NameField`], the key of the
+//! maps of holds, hashed once per hold for all of them.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher, RandomState};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 const K: u64 = 0x517c_c1b7_2722_0a95;
 
@@ -67,13 +68,15 @@ impl Hasher for FastHasher {
     }
 }
 
-/// Builds [`FastHasher`]s from a random seed.
+/// Builds [`FastHasher`]s from the process's random seed: every map hashes a key alike, so a
+/// hash computed once ([`NameField`]) serves each of them.
 #[derive(Clone, Debug)]
 pub(crate) struct FastState(u64);
 
 impl Default for FastState {
     fn default() -> Self {
-        Self(RandomState::new().hash_one(0x5eed_u64))
+        static SEED: OnceLock<u64> = OnceLock::new();
+        Self(*SEED.get_or_init(|| RandomState::new().hash_one(0x5eed_u64)))
     }
 }
 
@@ -88,6 +91,43 @@ impl BuildHasher for FastState {
 /// A `HashMap` with [`FastState`].
 pub(crate) type FastMap<K, V> = HashMap<K, V, FastState>;
 
+/// A lock name and a holder field, the key of the client's maps of holds (its record of them,
+/// the watchdog's renewals), with their hash computed once: a hold is looked up in them six
+/// times from its acquire to its release, and hashing the two strings each time cost more than
+/// the look-ups.
+#[derive(Clone, Debug)]
+pub(crate) struct NameField {
+    pub(crate) name: Arc<str>,
+    pub(crate) field: Arc<str>,
+    hash: u64,
+}
+
+impl NameField {
+    pub(crate) fn new(name: Arc<str>, field: Arc<str>) -> Self {
+        let hash = FastState::default().hash_one((&*name, &*field));
+        Self { name, field, hash }
+    }
+
+    /// The hash, which [`FastMap`]s of this key use as it is.
+    pub(crate) fn hash(&self) -> u64 {
+        self.hash
+    }
+}
+
+impl PartialEq for NameField {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && same(&self.name, &other.name) && same(&self.field, &other.field)
+    }
+}
+
+impl Eq for NameField {}
+
+impl std::hash::Hash for NameField {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
 /// Whether two shared names are equal, without reading their bytes when they are one (a map's
 /// key compared with the key it was built from).
 pub(crate) fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
@@ -99,14 +139,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn equal_keys_hash_alike_and_the_seed_differs_per_map() {
+    fn equal_keys_hash_alike() {
         let a = FastState::default();
         assert_eq!(a.hash_one("lock:1"), a.hash_one("lock:1"));
         assert_ne!(a.hash_one("lock:1"), a.hash_one("lock:2"));
         assert_ne!(a.hash_one("abcdefgh"), a.hash_one("abcdefgh\0"));
+        assert_eq!(
+            FastState::default().hash_one("lock:1"),
+            a.hash_one("lock:1"),
+            "one seed for the process"
+        );
         let mut m: FastMap<String, u32> = FastMap::default();
         m.insert("x".into(), 1);
         assert_eq!(m.get("x"), Some(&1));
+    }
+
+    /// Equal names and fields are one key whether or not they share their strings; the name
+    /// and the field are not run together (`"ab", "c"` is not `"a", "bc"`).
+    #[test]
+    fn a_name_field_is_its_two_strings() {
+        let a = NameField::new("lock".into(), "client:1".into());
+        let b = NameField::new("lock".into(), "client:1".into());
+        assert_eq!(a, b);
+        assert_eq!(a.hash(), b.hash());
+        let mut m: FastMap<NameField, u32> = FastMap::default();
+        m.insert(a, 1);
+        assert_eq!(m.get(&b), Some(&1));
+        assert_ne!(
+            NameField::new("ab".into(), "c".into()),
+            NameField::new("a".into(), "bc".into())
+        );
+        assert_ne!(
+            NameField::new("ab".into(), "c".into()).hash(),
+            NameField::new("a".into(), "bc".into()).hash()
+        );
     }
 
     /// Every length's last partial word is its bytes little-endian, zero-padded: the same

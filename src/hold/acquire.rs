@@ -77,7 +77,7 @@ impl HoldAcquire {
             latency: now.saturating_duration_since(sent),
             lease: self.spec.lease(),
         };
-        tracing::debug!(lock = %self.spec.name, latency = ?late.latency, lease = ?late.lease, "a grant arrived after its lease; releasing it");
+        tracing::debug!(lock = %self.spec.id.name, latency = ?late.latency, lease = ?late.lease, "a grant arrived after its lease; releasing it");
         // Boxed: rare, and a release's future is large.
         Box::pin(held.discard()).await;
         Err(late)
@@ -86,8 +86,8 @@ impl HoldAcquire {
     /// `Error::NotReentrant` for this holder.
     fn not_reentrant(&self) -> Error {
         Error::NotReentrant {
-            name: self.spec.name.to_string(),
-            holder: self.spec.field.to_string(),
+            name: self.spec.id.name.to_string(),
+            holder: self.spec.id.field.to_string(),
         }
     }
 
@@ -101,11 +101,11 @@ impl HoldAcquire {
         };
         if let Err(e) = spec.kind.release(&release).await {
             // Its lease ends it: a hold that nobody renews.
-            tracing::warn!(name = %spec.name, error = %e, "could not release an acquire that no replica acknowledged; its lease will end it");
+            tracing::warn!(name = %spec.id.name, error = %e, "could not release an acquire that no replica acknowledged; its lease will end it");
         }
         Error::ReplicasNotSynced {
             operation: "acquire",
-            name: spec.name.to_string(),
+            name: spec.id.name.to_string(),
             replicas,
             after,
         }
@@ -119,7 +119,7 @@ impl Acquire for HoldAcquire {
     fn subject(&self) -> Subject<'_> {
         Subject {
             kind: self.spec.kind.metric_kind(),
-            name: &self.spec.name,
+            name: &self.spec.id.name,
             client_id: &self.spec.shared.id,
             owner: Some(self.owner),
         }
@@ -138,10 +138,7 @@ impl Acquire for HoldAcquire {
         Box::pin(async move {
             let spec = &self.spec;
             let kind: &dyn HoldKind = &*spec.kind;
-            let mut op = spec
-                .record
-                .enter(&spec.name, &spec.field, Some(limit))
-                .await;
+            let mut op = spec.record.enter(&spec.id, Some(limit)).await;
             for _ in 0..MAX_CORRECTIONS {
                 if op.held() >= kind.max_holds() {
                     op.unchanged();
@@ -237,7 +234,7 @@ impl Acquire for HoldAcquire {
     /// holds the lock and re-enters must never wait for a release that only it can make.
     fn yields_to_parked(&self) -> bool {
         let spec = &self.spec;
-        spec.kind.yields_to_parked() && spec.record.holds_now(&spec.name, &spec.field) == 0
+        spec.kind.yields_to_parked() && spec.record.holds_now(&spec.id) == 0
     }
 
     fn give_up(&self, wait: Option<Duration>) -> Option<BoxFuture<'_, Result<()>>> {

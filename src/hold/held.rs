@@ -45,21 +45,17 @@ impl Held {
     ) -> Self {
         let tag = Tag::new(
             spec.kind.metric_kind(),
-            &spec.name,
+            &spec.id.name,
             spec.shared.config.metrics_name_label,
         );
         let (lease, renewal) = match lease_time {
             Some(lease) => (Lease::new(sent, lease, tag.clone()), None),
             None => {
                 let renewal = spec.kind.renewal();
-                let lease = spec.shared.watchdog.register(
-                    &renewal,
-                    &spec.name,
-                    &spec.field,
-                    sent,
-                    &tag,
-                    Some(owner),
-                );
+                let lease =
+                    spec.shared
+                        .watchdog
+                        .register(&renewal, &spec.id, sent, &tag, Some(owner));
                 (lease, Some(renewal.kind()))
             }
         };
@@ -78,7 +74,7 @@ impl Held {
     fn release_span(&self, spec: &HoldSpec) -> tracing::Span {
         Subject {
             kind: spec.kind.metric_kind(),
-            name: &spec.name,
+            name: &spec.id.name,
             client_id: &spec.shared.id,
             owner: Some(self.owner),
         }
@@ -92,7 +88,7 @@ impl Held {
 
     /// The holder as Redis stores it: the hash field, or a token lock's value.
     pub(crate) fn holder(&self) -> &str {
-        self.spec.as_ref().map_or("", |s| &s.field)
+        self.spec.as_ref().map_or("", |s| &s.id.field)
     }
 
     /// Counts this hold in the metrics while the returned value lives.
@@ -105,7 +101,7 @@ impl Held {
     }
 
     pub(crate) fn name(&self) -> &str {
-        self.spec.as_ref().map_or("", |s| &s.name)
+        self.spec.as_ref().map_or("", |s| &s.id.name)
     }
 
     pub(crate) fn owner(&self) -> Owner {
@@ -133,9 +129,7 @@ impl Held {
     fn disarm(&mut self) -> Option<Arc<HoldSpec>> {
         let spec = self.spec.take()?;
         if let Some(kind) = self.renewal.take() {
-            spec.shared
-                .watchdog
-                .unregister(kind, &spec.name, &spec.field, &self.lease);
+            spec.shared.watchdog.unregister(kind, &spec.id, &self.lease);
         }
         Some(spec)
     }
@@ -144,12 +138,12 @@ impl Held {
     /// At once when no operation of the same holder is in flight, so the owner's next
     /// acquire already finds the hold uncounted.
     fn forget_in_background(spec: Arc<HoldSpec>, lease: Arc<Lease>) {
-        if spec.record.try_forget(&spec.name, &spec.field, &lease) {
+        if spec.record.try_forget(&spec.id, &lease) {
             return;
         }
         let shared = spec.shared.clone();
         drop(shared.tasks.spawn(async move {
-            let op = spec.record.enter(&spec.name, &spec.field, None).await;
+            let op = spec.record.enter(&spec.id, None).await;
             op.forgotten(&lease);
         }));
     }
@@ -169,7 +163,7 @@ impl Held {
         let loss = lease.loss();
         if loss == Some(Loss::Gone) {
             // Redis said it is gone: nothing to release.
-            let name = spec.name.to_string();
+            let name = spec.id.name.to_string();
             Self::forget_in_background(spec, lease);
             return Err(Error::LeaseLost { name });
         }
@@ -178,7 +172,7 @@ impl Held {
             Self::forget_in_background(spec, lease);
             return Err(e);
         }
-        let name = spec.name.clone();
+        let name = spec.id.name.clone();
         let call = async move { release(&spec, &lease).await };
         // Awaited here; finished in the background if this future is dropped.
         let result = Detachable::new(&shared, call, {
@@ -216,7 +210,7 @@ impl Held {
             if let Err(e) = release(&spec, &self.lease).await
                 && !e.is_not_held()
             {
-                tracing::warn!(lock = %spec.name, error = %e, "undoing a grant failed; it expires with its lease");
+                tracing::warn!(lock = %spec.id.name, error = %e, "undoing a grant failed; it expires with its lease");
             }
         }
         .instrument(span)
@@ -243,7 +237,7 @@ impl Drop for Held {
         }
         if spec.shared.tasks.is_shut_down() {
             tracing::warn!(
-                lock = %spec.name,
+                lock = %spec.id.name,
                 "guard dropped after shutdown: the lock stays until its lease expires"
             );
             return;
@@ -258,7 +252,7 @@ impl Drop for Held {
                     match release(&spec, &lease).await {
                         Ok(()) => tracing::debug!("released on drop"),
                         Err(e) => {
-                            tracing::warn!(lock = %spec.name, error = %e, "release on drop failed");
+                            tracing::warn!(lock = %spec.id.name, error = %e, "release on drop failed");
                         }
                     }
                 }

@@ -19,6 +19,7 @@ use redis::Value;
 use super::record::Record;
 use crate::conn::{Call, Delivery, Synced};
 use crate::error::Result;
+use crate::fasthash::NameField;
 use crate::future::BoxFuture;
 use crate::layout;
 use crate::owner::Owner;
@@ -36,9 +37,9 @@ pub(crate) struct HoldSpec {
     pub(crate) record: Record,
     /// The kind the hold belongs to: its scripts and names.
     pub(crate) kind: Arc<dyn HoldKind>,
-    pub(crate) name: Arc<str>,
-    /// The holder as Redis stores it: a hash field, or a token lock's value.
-    pub(crate) field: Arc<str>,
+    /// The lock's name and the holder as Redis stores it (a hash field, or a token lock's
+    /// value), hashed once for the record and the watchdog.
+    pub(crate) id: NameField,
     /// The lease of the hold: explicit, or the watchdog timeout.
     pub(crate) lease_ms: u64,
 }
@@ -63,7 +64,7 @@ impl HoldSpec {
         match wait::settle_with(
             &self.shared,
             delivery,
-            &self.name,
+            &self.id.name,
             self.resolve_limit(),
             read,
         )
@@ -172,11 +173,11 @@ pub(crate) trait HoldKind: fmt::Debug + Send + Sync + 'static {
     fn read_holds<'a>(&'a self, hold: &'a HoldSpec) -> BoxFuture<'a, Result<Evidence>> {
         Box::pin(async move {
             let mut cmd = redis::cmd("HGET");
-            cmd.arg(&*hold.name).arg(&*hold.field);
+            cmd.arg(&*hold.id.name).arg(&*hold.id.field);
             let reply = hold
                 .shared
                 .conn
-                .call(Call::read("resolve", &hold.name, &cmd))
+                .call(Call::read("resolve", &hold.id.name, &cmd))
                 .await?;
             Ok(Evidence {
                 count: hold_count_reply(reply)?,

@@ -17,37 +17,14 @@
 //!   may land late.
 
 use std::fmt;
-use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::fasthash::{FastMap, FastState, same};
+use crate::fasthash::{FastMap, NameField};
 use crate::watchdog::{Lease, Loss};
-
-/// A lock name and holder field, with their hash computed once.
-#[derive(Clone, Debug)]
-struct Key {
-    name: Arc<str>,
-    field: Arc<str>,
-    hash: u64,
-}
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && same(&self.name, &other.name) && same(&self.field, &other.field)
-    }
-}
-
-impl Eq for Key {}
-
-impl std::hash::Hash for Key {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
-    }
-}
 
 #[derive(Debug, Default)]
 struct Slot {
@@ -132,15 +109,13 @@ const SHARDS: usize = 16;
 /// The record of one client's holds.
 #[derive(Clone)]
 pub(crate) struct Record {
-    shards: Arc<[Mutex<FastMap<Key, Slot>>; SHARDS]>,
-    state: FastState,
+    shards: Arc<[Mutex<FastMap<NameField, Slot>>; SHARDS]>,
 }
 
 impl Default for Record {
     fn default() -> Self {
         Self {
             shards: Arc::new(std::array::from_fn(|_| Mutex::default())),
-            state: FastState::default(),
         }
     }
 }
@@ -153,14 +128,14 @@ impl fmt::Debug for Record {
 }
 
 /// Locks a shard; nothing panics while holding it, so stay usable even if something did.
-fn lock(shard: &Mutex<FastMap<Key, Slot>>) -> MutexGuard<'_, FastMap<Key, Slot>> {
+fn lock(shard: &Mutex<FastMap<NameField, Slot>>) -> MutexGuard<'_, FastMap<NameField, Slot>> {
     shard.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Record {
     /// The shard of `key`.
-    fn slots(&self, key: &Key) -> MutexGuard<'_, FastMap<Key, Slot>> {
-        lock(&self.shards[(key.hash >> 32) as usize % SHARDS])
+    fn slots(&self, key: &NameField) -> MutexGuard<'_, FastMap<NameField, Slot>> {
+        lock(&self.shards[(key.hash() >> 32) as usize % SHARDS])
     }
 
     /// Slots kept now (one per lock and holder the client used lately, swept once a shard
@@ -176,32 +151,22 @@ impl Record {
         (slots, held)
     }
 
-    /// How many of `field`'s holds of `name` the client counts now, or an operation on them is
-    /// in flight (`u32::MAX`: the count is not settled, so the holder may hold it): read
-    /// without waiting.
-    pub(crate) fn holds_now(&self, name: &Arc<str>, field: &Arc<str>) -> u32 {
-        let key = Key {
-            name: name.clone(),
-            field: field.clone(),
-            hash: self.state.hash_one((&**name, &**field)),
-        };
-        match self.slots(&key).get(&key) {
+    /// How many holds of `key` (a lock name and holder field) the client counts now, or an
+    /// operation on them is in flight (`u32::MAX`: the count is not settled, so the holder may
+    /// hold it): read without waiting.
+    pub(crate) fn holds_now(&self, key: &NameField) -> u32 {
+        match self.slots(key).get(key) {
             Some(slot) if slot.busy || slot.tainted => u32::MAX,
             Some(slot) => slot.held,
             None => 0,
         }
     }
 
-    /// Stops counting the hold of `lease` at once when no operation on `field`'s holds of
-    /// `name` is in flight (`true`); `false` leaves it to an operation ([`Op::forgotten`]).
-    pub(crate) fn try_forget(&self, name: &Arc<str>, field: &Arc<str>, lease: &Arc<Lease>) -> bool {
-        let key = Key {
-            name: name.clone(),
-            field: field.clone(),
-            hash: self.state.hash_one((&**name, &**field)),
-        };
-        let mut slots = self.slots(&key);
-        let Some(slot) = slots.get_mut(&key) else {
+    /// Stops counting the hold of `lease` at once when no operation on the holds of `key` is
+    /// in flight (`true`); `false` leaves it to an operation ([`Op::forgotten`]).
+    pub(crate) fn try_forget(&self, key: &NameField, lease: &Arc<Lease>) -> bool {
+        let mut slots = self.slots(key);
+        let Some(slot) = slots.get_mut(key) else {
             return true;
         };
         if slot.busy {
@@ -217,25 +182,15 @@ impl Record {
         true
     }
 
-    /// Starts an operation on `field`'s holds of `name`: waits while another one is in flight
+    /// Starts an operation on the holds of `key`: waits while another one is in flight
     /// or unresolved, until `until` (for ever when `None`). Past `until` the operation goes
     /// ahead without exclusive access, and the slot is marked tainted.
-    pub(crate) async fn enter(
-        &self,
-        name: &Arc<str>,
-        field: &Arc<str>,
-        patience: Option<Duration>,
-    ) -> Op {
-        let key = Key {
-            name: name.clone(),
-            field: field.clone(),
-            hash: self.state.hash_one((&**name, &**field)),
-        };
+    pub(crate) async fn enter(&self, key: &NameField, patience: Option<Duration>) -> Op {
         let mut until = None;
         loop {
             let wake = {
-                let mut slots = self.slots(&key);
-                let slot = match slots.get_mut(&key) {
+                let mut slots = self.slots(key);
+                let slot = match slots.get_mut(key) {
                     Some(slot) => slot,
                     None => {
                         sweep(&mut slots);
@@ -247,7 +202,7 @@ impl Record {
                     let (held, tainted) = (slot.held, slot.tainted);
                     return Op {
                         holds: self.clone(),
-                        key,
+                        key: key.clone(),
                         held,
                         exclusive: true,
                         tainted,
@@ -266,7 +221,7 @@ impl Record {
                     true
                 }
             };
-            let mut slots = self.slots(&key);
+            let mut slots = self.slots(key);
             let slot = slots.entry(key.clone()).or_default();
             slot.waiting -= 1;
             if !in_time && slot.busy {
@@ -275,7 +230,7 @@ impl Record {
                 let held = slot.held;
                 return Op {
                     holds: self.clone(),
-                    key,
+                    key: key.clone(),
                     held,
                     exclusive: false,
                     tainted: true,
@@ -291,7 +246,7 @@ impl Record {
 const SWEEP_AT: usize = 256;
 
 /// Drops a shard's idle slots once it has grown to [`SWEEP_AT`].
-fn sweep(slots: &mut FastMap<Key, Slot>) {
+fn sweep(slots: &mut FastMap<NameField, Slot>) {
     if slots.len() >= SWEEP_AT {
         slots.retain(|_, slot| !slot.idle());
     }
@@ -302,7 +257,7 @@ fn sweep(slots: &mut FastMap<Key, Slot>) {
 #[must_use = "an operation ends with granted, released, unchanged or corrected"]
 pub(crate) struct Op {
     holds: Record,
-    key: Key,
+    key: NameField,
     held: u32,
     exclusive: bool,
     tainted: bool,
@@ -432,23 +387,23 @@ impl Drop for Op {
 mod tests {
     use super::*;
 
-    fn names() -> (Arc<str>, Arc<str>) {
-        (Arc::from("lock"), Arc::from("client:1"))
+    fn key() -> NameField {
+        NameField::new("lock".into(), "client:1".into())
     }
 
     #[tokio::test]
     async fn operations_count_holds_and_leave_no_entry_behind() {
         let holds = Record::default();
-        let (name, field) = names();
+        let key = key();
         let lease = Lease::new(
             Instant::now(),
             Duration::from_secs(30),
             crate::observe::Tag::kind_only("lock"),
         );
-        let op = holds.enter(&name, &field, None).await;
+        let op = holds.enter(&key, None).await;
         assert_eq!(op.held(), 0);
         op.granted(&lease);
-        let op = holds.enter(&name, &field, None).await;
+        let op = holds.enter(&key, None).await;
         assert_eq!(op.held(), 1);
         op.released(&lease);
         assert!(
@@ -462,12 +417,10 @@ mod tests {
     #[tokio::test]
     async fn a_second_operation_waits_for_the_first() {
         let holds = Record::default();
-        let (name, field) = names();
-        let first = holds.enter(&name, &field, None).await;
+        let key = key();
+        let first = holds.enter(&key, None).await;
         let soon = Instant::now() + Duration::from_millis(50);
-        let second = holds
-            .enter(&name, &field, Some(Duration::from_millis(50)))
-            .await;
+        let second = holds.enter(&key, Some(Duration::from_millis(50))).await;
         // it went ahead after waiting, without exclusive access
         assert!(second.tainted());
         assert!(Instant::now() >= soon);
@@ -475,11 +428,11 @@ mod tests {
         first.unchanged();
         let waiter = {
             let holds = holds.clone();
-            let (name, field) = (name.clone(), field.clone());
-            let first = holds.enter(&name, &field, None).await;
+            let key = key.clone();
+            let first = holds.enter(&key, None).await;
             let handle = tokio::spawn({
                 let holds = holds.clone();
-                async move { holds.enter(&name, &field, None).await.held() }
+                async move { holds.enter(&key, None).await.held() }
             });
             tokio::time::sleep(Duration::from_millis(20)).await;
             assert!(!handle.is_finished());
@@ -492,14 +445,14 @@ mod tests {
     #[tokio::test]
     async fn a_correction_reports_the_older_holds_lost() {
         let holds = Record::default();
-        let (name, field) = names();
+        let key = key();
         let old = Lease::new(
             Instant::now(),
             Duration::from_secs(30),
             crate::observe::Tag::kind_only("lock"),
         );
-        holds.enter(&name, &field, None).await.granted(&old);
-        let mut op = holds.enter(&name, &field, None).await;
+        holds.enter(&key, None).await.granted(&old);
+        let mut op = holds.enter(&key, None).await;
         op.correct(0);
         assert_eq!(op.held(), 0);
         assert_eq!(old.loss(), Some(Loss::Gone));
@@ -510,7 +463,7 @@ mod tests {
         );
         op.granted(&new);
         assert!(!new.is_lost());
-        let op = holds.enter(&name, &field, None).await;
+        let op = holds.enter(&key, None).await;
         assert_eq!(op.held(), 1);
         op.released(&new);
     }

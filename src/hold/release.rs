@@ -16,10 +16,7 @@ use crate::watchdog::Lease;
 /// `Timeout`.
 pub(crate) async fn release(spec: &Arc<HoldSpec>, lease: &Arc<Lease>) -> Result<()> {
     let patience = spec.shared.config.command_timeout;
-    let op = spec
-        .record
-        .enter(&spec.name, &spec.field, Some(patience))
-        .await;
+    let op = spec.record.enter(&spec.id, Some(patience)).await;
     let request = ReleaseRequest {
         hold: spec,
         sent: Delivery::default(),
@@ -30,7 +27,7 @@ pub(crate) async fn release(spec: &Arc<HoldSpec>, lease: &Arc<Lease>) -> Result<
             // Boxed: rare, and kilobytes large; inline, every release's future would carry it.
             Box::pin(wait::release_in_time(
                 &spec.shared,
-                spec.name.clone(),
+                spec.id.name.clone(),
                 "unlock",
                 patience,
                 settle,
@@ -61,8 +58,8 @@ fn released(
             op.correct(0);
             op.unchanged();
             Err(Error::NotHeld {
-                name: spec.name.to_string(),
-                holder: spec.field.to_string(),
+                name: spec.id.name.to_string(),
+                holder: spec.id.field.to_string(),
             })
         }
         Err(e) => {
@@ -99,7 +96,7 @@ async fn settle_release(
             return Ok(());
         }
         if count == before && sends < 2 {
-            tracing::debug!(lock = %spec.name, error = %error, "a release did not run; sending it again");
+            tracing::debug!(lock = %spec.id.name, error = %error, "a release did not run; sending it again");
             let request = ReleaseRequest {
                 hold: &spec,
                 sent: Delivery::default(),

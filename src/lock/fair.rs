@@ -259,13 +259,13 @@ impl HoldKind for Fair {
             } else {
                 (&*ACQUIRE, "fair/acquire.lua")
             };
-            let mut invocation = self.purging(script, &hold.name);
+            let mut invocation = self.purging(script, &hold.id.name);
             invocation
                 .arg(hold.lease_ms)
-                .arg(&*hold.field)
+                .arg(&*hold.id.field)
                 .arg(slot)
                 .arg(req.expected);
-            let call = Call::write("acquire", &hold.name, &invocation)
+            let call = Call::write("acquire", &hold.id.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
             let (reply, synced) = send_acquire(req, call, |v| acquire_reply(file, v)).await?;
@@ -282,14 +282,14 @@ impl HoldKind for Fair {
         Box::pin(async move {
             let hold = req.hold;
             let verb = hold.shared.conn.publish_command().await?;
-            let mut invocation = self.purging(&UNLOCK, &hold.name);
+            let mut invocation = self.purging(&UNLOCK, &hold.id.name);
             invocation
                 .key(&*self.channel)
                 .arg(hold.lease_ms)
-                .arg(&*hold.field)
+                .arg(&*hold.id.field)
                 .arg(UNLOCK_MESSAGE)
                 .arg(verb);
-            let call = Call::write("unlock", &hold.name, &invocation)
+            let call = Call::write("unlock", &hold.id.name, &invocation)
                 .tracked(&req.sent)
                 .synced();
             // nil: held by another; 0: one hold released, others remain; 1: last hold
@@ -303,7 +303,7 @@ impl HoldKind for Fair {
     }
 
     fn strategy(&self, hold: &HoldSpec) -> Strategy {
-        on_unlock_messages(layout::fair_waiter_channel(&hold.name, &hold.field))
+        on_unlock_messages(layout::fair_waiter_channel(&hold.id.name, &hold.id.field))
     }
 
     fn queues_waiters(&self) -> bool {
@@ -321,13 +321,13 @@ impl HoldKind for Fair {
             invocation
                 .key(&*self.queue)
                 .key(&*self.timeouts)
-                .key(&*hold.name)
+                .key(&*hold.id.name)
                 .key(&*self.channel)
-                .arg(&*hold.field)
+                .arg(&*hold.id.field)
                 .arg(slot_ms(&hold.shared, wait))
                 .arg(UNLOCK_MESSAGE)
                 .arg(verb);
-            let call = Call::write("give_up", &hold.name, &invocation)
+            let call = Call::write("give_up", &hold.id.name, &invocation)
                 .idempotent()
                 .synced();
             match hold.shared.conn.call(call).await? {

@@ -217,12 +217,12 @@ impl HoldKind for Fenced {
             let hold = req.hold;
             let mut invocation = ACQUIRE.prepare_invoke();
             invocation
-                .key(&*hold.name)
+                .key(&*hold.id.name)
                 .key(&*self.token_key)
                 .arg(hold.lease_ms)
-                .arg(&*hold.field)
+                .arg(&*hold.id.field)
                 .arg(req.expected);
-            let call = Call::write("acquire", &hold.name, &invocation)
+            let call = Call::write("acquire", &hold.id.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
             send_acquire(req, call, fenced_reply).await
@@ -262,10 +262,10 @@ impl HoldKind for Fenced {
         Box::pin(async move {
             let mut invocation = READ_HOLDS.prepare_invoke();
             invocation
-                .key(&*hold.name)
+                .key(&*hold.id.name)
                 .key(&*self.token_key)
-                .arg(&*hold.field);
-            let call = Call::read_script("resolve", &hold.name, &invocation);
+                .arg(&*hold.id.field);
+            let call = Call::read_script("resolve", &hold.id.name, &invocation);
             match hold.shared.conn.call(call).await? {
                 Value::Array(items) if items.len() == 2 => {
                     let mut items = items.into_iter();

@@ -170,11 +170,11 @@ impl HoldKind for Reentrant {
             let hold = req.hold;
             let mut invocation = ACQUIRE.prepare_invoke();
             invocation
-                .key(&*hold.name)
+                .key(&*hold.id.name)
                 .arg(hold.lease_ms)
-                .arg(&*hold.field)
+                .arg(&*hold.id.field)
                 .arg(req.expected);
-            let call = Call::write("acquire", &hold.name, &invocation)
+            let call = Call::write("acquire", &hold.id.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
             send_acquire(req, call, |v| acquire_reply("lock/acquire.lua", v)).await
@@ -187,13 +187,13 @@ impl HoldKind for Reentrant {
             let verb = hold.shared.conn.publish_command().await?;
             let mut invocation = UNLOCK.prepare_invoke();
             invocation
-                .key(&*hold.name)
+                .key(&*hold.id.name)
                 .key(&*self.channel)
                 .arg(UNLOCK_MESSAGE)
                 .arg(hold.lease_ms)
-                .arg(&*hold.field)
+                .arg(&*hold.id.field)
                 .arg(verb);
-            let call = Call::write("unlock", &hold.name, &invocation)
+            let call = Call::write("unlock", &hold.id.name, &invocation)
                 .tracked(&req.sent)
                 .synced();
             // nil: not held; 0: one hold released, others remain; 1: last hold released.

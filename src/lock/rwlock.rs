@@ -11,6 +11,7 @@ use super::single::{LockCore, Locks};
 use super::surface::{hold_queries, lock_surface};
 use crate::conn::{Call, Script, ScriptInvocation, Synced};
 use crate::error::{Error, Result};
+use crate::fasthash::NameField;
 use crate::future::BoxFuture;
 use crate::hold::{
     AcquireReply, AcquireRequest, Fields, HoldKind, HoldSpec, ReleaseReply, ReleaseRequest,
@@ -332,13 +333,13 @@ impl HoldKind for Read {
             let hold = req.hold;
             let mut invocation = READ_ACQUIRE.prepare_invoke();
             invocation
-                .key(&*hold.name)
-                .key(layout::rwlock_timeout_prefix(&hold.name, &hold.field))
+                .key(&*hold.id.name)
+                .key(layout::rwlock_timeout_prefix(&hold.id.name, &hold.id.field))
                 .arg(hold.lease_ms)
-                .arg(&*hold.field)
-                .arg(writer_field_of(&hold.field))
+                .arg(&*hold.id.field)
+                .arg(writer_field_of(&hold.id.field))
                 .arg(req.expected);
-            let call = Call::write("acquire", &hold.name, &invocation)
+            let call = Call::write("acquire", &hold.id.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
             send_acquire(req, call, |v| acquire_reply("rwlock/read_acquire.lua", v)).await
@@ -351,14 +352,14 @@ impl HoldKind for Read {
             let verb = hold.shared.conn.publish_command().await?;
             let mut invocation = READ_UNLOCK.prepare_invoke();
             invocation
-                .key(&*hold.name)
+                .key(&*hold.id.name)
                 .key(&*self.channel)
-                .key(layout::rwlock_timeout_prefix(&hold.name, &hold.field))
+                .key(layout::rwlock_timeout_prefix(&hold.id.name, &hold.id.field))
                 .key(&*self.key_prefix)
                 .arg(UNLOCK_MESSAGE)
-                .arg(&*hold.field)
+                .arg(&*hold.id.field)
                 .arg(verb);
-            let call = Call::write("unlock", &hold.name, &invocation)
+            let call = Call::write("unlock", &hold.id.name, &invocation)
                 .tracked(&req.sent)
                 .synced();
             // nil: not held (or no lock at all); 0: released, the lock stays held; 1: freed.
@@ -423,15 +424,15 @@ impl HoldKind for Write {
     ) -> BoxFuture<'a, Result<(AcquireReply, Synced)>> {
         Box::pin(async move {
             let hold = req.hold;
-            let reader = reader_field_of(&hold.field);
+            let reader = reader_field_of(&hold.id.field);
             let mut invocation = WRITE_ACQUIRE.prepare_invoke();
             invocation
-                .key(&*hold.name)
+                .key(&*hold.id.name)
                 .arg(hold.lease_ms)
-                .arg(&*hold.field)
+                .arg(&*hold.id.field)
                 .arg(reader)
                 .arg(req.expected);
-            let call = Call::write("acquire", &hold.name, &invocation)
+            let call = Call::write("acquire", &hold.id.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
             send_acquire(req, call, |reply| {
@@ -439,14 +440,18 @@ impl HoldKind for Write {
                     // The owner's read hold: refused while the owner has a guard for it (the
                     // write would wait on itself). One the client has no guard for (a release
                     // a failover lost) is waited out as another reader's would be.
-                    if hold.record.holds_now(&hold.name, &Arc::from(reader)) == 0 {
+                    if hold
+                        .record
+                        .holds_now(&NameField::new(hold.id.name.clone(), reader.into()))
+                        == 0
+                    {
                         let recheck = hold.shared.config.recheck_interval.as_millis();
                         return Ok(AcquireReply::Held(
                             i64::try_from(recheck).unwrap_or(i64::MAX),
                         ));
                     }
                     return Err(Error::UpgradeRefused {
-                        name: hold.name.to_string(),
+                        name: hold.id.name.to_string(),
                         holder: reader.to_owned(),
                     });
                 }
@@ -462,13 +467,13 @@ impl HoldKind for Write {
             let verb = hold.shared.conn.publish_command().await?;
             let mut invocation = WRITE_UNLOCK.prepare_invoke();
             invocation
-                .key(&*hold.name)
+                .key(&*hold.id.name)
                 .key(&*self.channel)
                 .arg(READ_UNLOCK_MESSAGE)
                 .arg(hold.lease_ms)
-                .arg(&*hold.field)
+                .arg(&*hold.id.field)
                 .arg(verb);
-            let call = Call::write("unlock", &hold.name, &invocation)
+            let call = Call::write("unlock", &hold.id.name, &invocation)
                 .tracked(&req.sent)
                 .synced();
             // nil: not held; 0: one write hold released, others remain; 1: the last one

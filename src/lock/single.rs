@@ -11,6 +11,7 @@ use super::guard::LockGuard;
 use super::surface::{Core, Placement};
 use crate::conn::Call;
 use crate::error::Result;
+use crate::fasthash::NameField;
 use crate::hold::{HoldAcquire, HoldKind, HoldSpec, Record, hold_count_reply};
 use crate::object::Object;
 use crate::options::{LockOptions, lease_millis};
@@ -85,8 +86,7 @@ impl LockCore {
             shared: shared.clone(),
             record: self.locks.record.clone(),
             kind: self.kind.clone(),
-            name: self.name.clone(),
-            field: self.field(owner),
+            id: NameField::new(self.name.clone(), self.field(owner)),
             lease_ms,
         });
         Ok(Arc::new(HoldAcquire {

@@ -209,10 +209,10 @@ impl HoldKind for Spin {
             let hold = req.hold;
             let mut invocation = UNLOCK.prepare_invoke();
             invocation
-                .key(&*hold.name)
+                .key(&*hold.id.name)
                 .arg(hold.lease_ms)
-                .arg(&*hold.field);
-            let call = Call::write("unlock", &hold.name, &invocation)
+                .arg(&*hold.id.field);
+            let call = Call::write("unlock", &hold.id.name, &invocation)
                 .tracked(&req.sent)
                 .synced();
             release_reply("spin/unlock.lua", hold.shared.conn.call(call).await?)

@@ -227,8 +227,8 @@ impl Token {
     /// Runs the compare-and-delete once: `true` if it deleted the value.
     async fn run_release(hold: &HoldSpec, delivery: &Delivery) -> Result<bool> {
         let mut invocation = UNLOCK.prepare_invoke();
-        invocation.key(&*hold.name).arg(&*hold.field);
-        let call = Call::write("unlock", &hold.name, &invocation).tracked(delivery);
+        invocation.key(&*hold.id.name).arg(&*hold.id.field);
+        let call = Call::write("unlock", &hold.id.name, &invocation).tracked(delivery);
         deleted_reply("token/unlock.lua", hold.shared.conn.call(call).await?)
     }
 }
@@ -267,12 +267,12 @@ impl HoldKind for Token {
             // PTTL), or a key of another type.
             if !req.contended {
                 let mut set = redis::cmd("SET");
-                set.arg(&*hold.name)
-                    .arg(&*hold.field)
+                set.arg(&*hold.id.name)
+                    .arg(&*hold.id.field)
                     .arg("NX")
                     .arg("PX")
                     .arg(hold.lease_ms);
-                let call = Call::write_command("acquire", &hold.name, &set)
+                let call = Call::write_command("acquire", &hold.id.name, &set)
                     .limit(req.limit)
                     .tracked(&req.sent);
                 match hold.shared.conn.call(call).await? {
@@ -285,10 +285,10 @@ impl HoldKind for Token {
             }
             let mut invocation = ACQUIRE.prepare_invoke();
             invocation
-                .key(&*hold.name)
-                .arg(&*hold.field)
+                .key(&*hold.id.name)
+                .arg(&*hold.id.field)
                 .arg(hold.lease_ms);
-            let call = Call::write("acquire", &hold.name, &invocation)
+            let call = Call::write("acquire", &hold.id.name, &invocation)
                 .limit(req.limit)
                 .tracked(&req.sent);
             let reply = match hold.shared.conn.call(call).await? {
@@ -299,9 +299,9 @@ impl HoldKind for Token {
                         // Only this acquisition writes its random value: an earlier attempt of
                         // it whose outcome could not be resolved ran after all. Give that
                         // grant back (its validity is unknown) and try again at once.
-                        tracing::debug!(lock = %hold.name, "an unresolved attempt ran after all; giving it back");
+                        tracing::debug!(lock = %hold.id.name, "an unresolved attempt ran after all; giving it back");
                         if let Err(e) = Self::run_release(hold, &Delivery::default()).await {
-                            tracing::debug!(lock = %hold.name, error = %e, "giving back an unresolved grant failed");
+                            tracing::debug!(lock = %hold.id.name, error = %e, "giving back an unresolved grant failed");
                         }
                         AcquireReply::Held(0)
                     } else {
@@ -328,11 +328,11 @@ impl HoldKind for Token {
     /// One hold when the key holds the value, none otherwise.
     fn read_holds<'a>(&'a self, hold: &'a HoldSpec) -> BoxFuture<'a, Result<Evidence>> {
         Box::pin(async move {
-            let cmd = Cmd::get(&*hold.name);
-            let call = Call::read("resolve", &hold.name, &cmd);
+            let cmd = Cmd::get(&*hold.id.name);
+            let call = Call::read("resolve", &hold.id.name, &cmd);
             let holds = match hold.shared.conn.call(call).await? {
                 Value::Nil => false,
-                Value::BulkString(value) => value == hold.field.as_bytes(),
+                Value::BulkString(value) => value == hold.id.field.as_bytes(),
                 other => return Err(unexpected("GET", &other)),
             };
             Ok(Evidence {

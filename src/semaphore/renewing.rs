@@ -14,6 +14,7 @@ use super::common::PermitId;
 use super::expirable::{ExpirableAcquire, Inner};
 use crate::conn::{Script, ScriptInvocation};
 use crate::error::{Error, Result};
+use crate::fasthash::NameField;
 use crate::layout;
 use crate::observe::{self, Tag};
 use crate::semaphore::PermitExpirableSemaphore;
@@ -178,8 +179,8 @@ static PERMIT_RENEWAL: LazyLock<Arc<dyn Renewal>> = LazyLock::new(|| Arc::new(Pe
 pub struct PermitGuard {
     semaphore: Arc<Inner>,
     ids: Vec<PermitId>,
-    /// The ids as the watchdog's field: hex, comma-separated.
-    field: Arc<str>,
+    /// The semaphore's name and the ids as the watchdog's field: hex, comma-separated.
+    hold: NameField,
     lease_time: Duration,
     lease: Arc<Lease>,
     /// `false` once the guard gave its permits up (released, forgotten).
@@ -220,20 +221,16 @@ impl PermitGuard {
             &semaphore.name,
             shared.config.metrics_name_label,
         );
-        let watched = shared.watchdog.register_leased(
-            &PERMIT_RENEWAL,
-            &semaphore.name,
-            &field,
-            sent,
-            lease,
-            &tag,
-            None,
-        );
+        let hold = NameField::new(semaphore.name.clone(), field);
+        let watched =
+            shared
+                .watchdog
+                .register_leased(&PERMIT_RENEWAL, &hold, sent, lease, &tag, None);
         Self {
             _metric: tag.hold(),
             semaphore,
             ids,
-            field,
+            hold,
             lease_time: lease,
             lease: watched,
             armed: true,
@@ -282,12 +279,10 @@ impl PermitGuard {
         if !std::mem::take(&mut self.armed) {
             return false;
         }
-        self.semaphore.shared.watchdog.unregister(
-            PERMIT_RENEWAL.kind(),
-            &self.semaphore.name,
-            &self.field,
-            &self.lease,
-        );
+        self.semaphore
+            .shared
+            .watchdog
+            .unregister(PERMIT_RENEWAL.kind(), &self.hold, &self.lease);
         true
     }
 

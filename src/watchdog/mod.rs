@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::conn::{Call, Conn, SlotGroup};
-use crate::fasthash::{FastMap, FastState, same};
+use crate::fasthash::{FastMap, NameField};
 use crate::observe::{self, Subject, Tag};
 use crate::owner::Owner;
 use crate::tasks::Tasks;
@@ -33,41 +33,17 @@ use crate::tasks::Tasks;
 pub(crate) use lease::{Lease, Loss};
 pub(crate) use renewal::{BatchArgs, Renewal};
 
-/// One renewed hold: a kind, a key, the holder field, with their hash computed once (a hold's
-/// registration looks it up once, its release twice).
-#[derive(Clone, Debug)]
+/// One renewed hold: a kind and the hold's key and holder field, whose hash it uses as it is
+/// (the kinds of one key and field, rare, share a hash and differ by `kind`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Watched {
     kind: &'static str,
-    key: Arc<str>,
-    field: Arc<str>,
-    hash: u64,
+    hold: NameField,
 }
-
-impl Watched {
-    fn new(state: &FastState, kind: &'static str, key: &Arc<str>, field: &Arc<str>) -> Self {
-        Self {
-            kind,
-            key: key.clone(),
-            field: field.clone(),
-            hash: std::hash::BuildHasher::hash_one(state, (kind, &**key, &**field)),
-        }
-    }
-}
-
-impl PartialEq for Watched {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash
-            && self.kind == other.kind
-            && same(&self.key, &other.key)
-            && same(&self.field, &other.field)
-    }
-}
-
-impl Eq for Watched {}
 
 impl std::hash::Hash for Watched {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
+        state.write_u64(self.hold.hash());
     }
 }
 
@@ -87,8 +63,6 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Registry {
     entries: Mutex<FastMap<Watched, Entry>>,
-    /// Hashes a [`Watched`] once, outside the mutex.
-    state: FastState,
     /// Wakes the renewal task when a hold registers with a lease it has no tick grid for.
     new_lease: Arc<Notify>,
 }
@@ -144,36 +118,36 @@ impl Watchdog {
         self.registry.entries().len()
     }
 
-    /// Starts renewing `field`'s hold of `key` the `renewal` way (or counts one more guard on
-    /// it), after an acquire sent at `sent` was confirmed, with the watchdog timeout as its
-    /// lease; returns the lease the guards of this hold share. `tag` and `owner` are what its
-    /// metrics and spans carry.
+    /// Starts renewing the hold of `hold` (a key and holder field) the `renewal` way (or counts
+    /// one more guard on it), after an acquire sent at `sent` was confirmed, with the watchdog
+    /// timeout as its lease; returns the lease the guards of this hold share. `tag` and `owner`
+    /// are what its metrics and spans carry.
     pub(crate) fn register(
         &self,
         renewal: &Arc<dyn Renewal>,
-        key: &Arc<str>,
-        field: &Arc<str>,
+        hold: &NameField,
         sent: Instant,
         tag: &Tag,
         owner: Option<Owner>,
     ) -> Arc<Lease> {
-        self.register_leased(renewal, key, field, sent, self.lease, tag, owner)
+        self.register_leased(renewal, hold, sent, self.lease, tag, owner)
     }
 
     /// [`register`](Self::register) with a lease of the hold's own: renewed every third of
     /// it.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn register_leased(
         &self,
         renewal: &Arc<dyn Renewal>,
-        key: &Arc<str>,
-        field: &Arc<str>,
+        hold: &NameField,
         sent: Instant,
         lease: Duration,
         tag: &Tag,
         owner: Option<Owner>,
     ) -> Arc<Lease> {
-        let watched = Watched::new(&self.registry.state, renewal.kind(), key, field);
+        let watched = Watched {
+            kind: renewal.kind(),
+            hold: hold.clone(),
+        };
         let fresh = || Entry {
             guards: 0,
             lease: Lease::new(sent, lease, tag.clone()),
@@ -201,14 +175,11 @@ impl Watchdog {
 
     /// One guard stops relying on the renewal; the last one stops it. Does nothing when the
     /// entry is gone or belongs to a later hold (its lease differs).
-    pub(crate) fn unregister(
-        &self,
-        kind: &'static str,
-        key: &Arc<str>,
-        field: &Arc<str>,
-        lease: &Arc<Lease>,
-    ) {
-        let watched = Watched::new(&self.registry.state, kind, key, field);
+    pub(crate) fn unregister(&self, kind: &'static str, hold: &NameField, lease: &Arc<Lease>) {
+        let watched = Watched {
+            kind,
+            hold: hold.clone(),
+        };
         let mut entries = self.registry.entries();
         if let Some(entry) = entries.get_mut(&watched)
             && Arc::ptr_eq(&entry.lease, lease)
@@ -321,7 +292,7 @@ async fn renew_kind(
     let (expired, due): (Vec<&Renew>, Vec<&Renew>) = holds.iter().partition(|r| r.lease.is_lost());
     for r in expired {
         r.span(client_id).in_scope(|| {
-            tracing::warn!(lock = %r.watched.key, holder = %r.watched.field, "lock lost: no renewal was confirmed within its lease");
+            tracing::warn!(lock = %r.watched.hold.name, holder = %r.watched.hold.field, "lock lost: no renewal was confirmed within its lease");
         });
         if let Some(live) = registry.upgrade() {
             live.remove(&r.watched, &r.lease);
@@ -332,7 +303,7 @@ async fn renew_kind(
     let mut groups: FastMap<SlotGroup, Vec<&Renew>> = FastMap::default();
     for r in due {
         groups
-            .entry(conn.slot_group(&r.watched.key))
+            .entry(conn.slot_group(&r.watched.hold.name))
             .or_default()
             .push(r);
     }
@@ -366,7 +337,7 @@ impl Renew {
     fn span(&self, client_id: &str) -> tracing::Span {
         Subject {
             kind: self.tag.kind(),
-            name: &self.watched.key,
+            name: &self.watched.hold.name,
             client_id,
             owner: self.owner,
         }
@@ -407,10 +378,10 @@ async fn renew_batch(
     }
     for r in batch {
         r.renewal
-            .add(&mut invocation, &r.watched.key, &r.watched.field);
+            .add(&mut invocation, &r.watched.hold.name, &r.watched.hold.field);
     }
     let sent = stamped.unwrap_or_else(Instant::now);
-    let call = Call::write("renew", &first.watched.key, &invocation)
+    let call = Call::write("renew", &first.watched.hold.name, &invocation)
         .idempotent()
         .synced();
     let replies = match conn.call(call).await {
@@ -434,7 +405,7 @@ async fn renew_batch(
             r.tag.renewed();
             tracing::trace!("lease renewed");
         } else {
-            tracing::warn!(lock = %r.watched.key, holder = %r.watched.field, "lock lost: the watchdog found its holder gone");
+            tracing::warn!(lock = %r.watched.hold.name, holder = %r.watched.hold.field, "lock lost: the watchdog found its holder gone");
             r.lease.raise(Loss::Gone);
             if let Some(live) = &live {
                 live.remove(&r.watched, &r.lease);
