@@ -156,8 +156,8 @@ pub struct ClientStats {
     pub observers: usize,
     /// Holds the watchdog renews (one per lock and holder, however many re-entries).
     pub watched_holds: usize,
-    /// Entries of the client's record of lock holds (one per lock and holder used lately;
-    /// idle ones are swept once a shard holds 256, so this stays bounded).
+    /// Entries of the client's record of lock holds: one per lock and holder with a hold, an
+    /// operation in flight or one waiting for it (none once all are over).
     pub record_slots: usize,
     /// Lock holds the record counts (held through a guard of this client).
     pub counted_holds: u64,

@@ -64,7 +64,8 @@ async fn wait_no_keys(raw: &mut MultiplexedConnection) {
 }
 
 /// Shuts `client` down (which waits for every background attempt and release it spawned)
-/// and asserts that nothing at all is left in Redis but the lasting keys of `kind` on `names`.
+/// and asserts that nothing at all is left in Redis but the lasting keys of `kind` on `names`,
+/// nor in the client's record of its holds: no slot of a hold, operation or wait that ended.
 async fn shutdown_and_assert_empty(
     kind: Kind,
     client: &Client,
@@ -75,6 +76,12 @@ async fn shutdown_and_assert_empty(
         .await
         .expect("shutdown did not finish the background tasks");
     kind.assert_lasting_keys(raw, names, true).await;
+    let stats = client.stats();
+    assert_eq!(
+        (stats.record_slots, stats.counted_holds),
+        (0, 0),
+        "{kind}: {stats:?}"
+    );
 }
 
 /// Polls until the server (private to the test) has run no script for 100 ms: background

@@ -138,8 +138,8 @@ impl Record {
         lock(&self.shards[(key.hash() >> 32) as usize % SHARDS])
     }
 
-    /// Slots kept now (one per lock and holder the client used lately, swept once a shard
-    /// holds [`SWEEP_AT`]) and holds counted in them.
+    /// Slots kept now (one per lock and holder with a hold, an operation in flight or one
+    /// waiting for it: an idle slot is dropped at once) and holds counted in them.
     pub(crate) fn sizes(&self) -> (usize, u64) {
         let mut slots = 0;
         let mut held = 0;
@@ -179,6 +179,7 @@ impl Record {
             slot.tainted = false;
             slot.leases.prune();
         }
+        drop_if_idle(&mut slots, key);
         true
     }
 
@@ -192,10 +193,7 @@ impl Record {
                 let mut slots = self.slots(key);
                 let slot = match slots.get_mut(key) {
                     Some(slot) => slot,
-                    None => {
-                        sweep(&mut slots);
-                        slots.entry(key.clone()).or_default()
-                    }
+                    None => slots.entry(key.clone()).or_default(),
                 };
                 if !slot.busy {
                     slot.busy = true;
@@ -241,14 +239,13 @@ impl Record {
     }
 }
 
-/// Idle slots stay (the next operation on the same lock and holder reuses them) until a shard
-/// holds this many; then the idle ones are dropped.
-const SWEEP_AT: usize = 256;
-
-/// Drops a shard's idle slots once it has grown to [`SWEEP_AT`].
-fn sweep(slots: &mut FastMap<NameField, Slot>) {
-    if slots.len() >= SWEEP_AT {
-        slots.retain(|_, slot| !slot.idle());
+/// Drops the slot of `key` if it is idle: a slot lives from an operation's start to the end
+/// of the last hold, operation or wait on it. Kept idle for the next operation on the same
+/// lock and holder, slots piled up where holders are used once (a token lock's tokens, a
+/// re-checking waiter's attempts) until a sweep, and with them the maps' and names' memory.
+fn drop_if_idle(slots: &mut FastMap<NameField, Slot>, key: &NameField) {
+    if slots.get(key).is_some_and(Slot::idle) {
+        slots.remove(key);
     }
 }
 
@@ -351,6 +348,9 @@ impl Op {
         };
         update(slot);
         self.release(slot);
+        if slot.idle() {
+            slots.remove(&self.key);
+        }
     }
 
     fn release(&self, slot: &mut Slot) {
@@ -380,6 +380,7 @@ impl Drop for Op {
             slot.tainted = slot.held > 0 || slot.tainted;
             self.release(slot);
         }
+        drop_if_idle(&mut slots, &self.key);
     }
 }
 
