@@ -603,8 +603,8 @@ inversions between queue order and grant order, handoff = waiter's `end_ns` − 
 `start_ns`, commands counted over the release phase only.
 - **S6** memory per waiting task: RSS growth (`VmRSS`) divided by the waiters, once they are parked: \
 this crate's, when its client has registered all N waits and the commands have stopped (a waiter on a \
-name its client already waits for sends none), before their first re-check (each re-check adds a hold \
-record entry: about 2 % more heap after 40 s in a quick run); Redisson's, once they have sent 2 N \
+name its client already waits for sends none), before their first re-check (until d1ba2c2 each \
+re-check left a hold record entry: about 2 % more heap after 40 s in a quick run); Redisson's, once they have sent 2 N \
 commands (try, subscribe, try). In this process: one `redisson_sync::Client`, the holder an explicit \
 owner, N tasks in `lock().await`; the `CLIENT LIST` connections opened since before that client (ids, \
 not counts: Redisson's pools close idle ones meanwhile) and `PUBSUB NUMSUB` of the lock's channel. In \
