@@ -84,8 +84,15 @@ pub const LOST_LEASES: &str = "redisson_sync_lost_leases_total";
 pub const RECHECKS: &str = "redisson_sync_rechecks_total";
 /// Counter `redisson_sync_pubsub_reconnects_total`: pub/sub connections re-established.
 pub const PUBSUB_RECONNECTS: &str = "redisson_sync_pubsub_reconnects_total";
+/// Counter `redisson_sync_batches_total`: writes that carried the requests of two or more
+/// concurrent calls as one pipeline (single server and Sentinel).
+pub const BATCHES: &str = "redisson_sync_batches_total";
+/// Counter `redisson_sync_batched_calls_total`: calls sent in those writes
+/// ([`BATCHES`]); the two together give the mean number of calls per write.
+pub const BATCHED_CALLS: &str = "redisson_sync_batched_calls_total";
 
-/// The label of every metric but [`PUBSUB_RECONNECTS`]: the primitive's kind.
+/// The label of every metric but [`PUBSUB_RECONNECTS`], [`BATCHES`] and [`BATCHED_CALLS`]:
+/// the primitive's kind.
 pub const LABEL_KIND: &str = "kind";
 /// The label of [`ACQUISITIONS`]: `acquired`, `timed_out`, `error` or `cancelled`.
 pub const LABEL_OUTCOME: &str = "outcome";
@@ -138,6 +145,16 @@ pub fn describe_metrics() {
         PUBSUB_RECONNECTS,
         Unit::Count,
         "Pub/sub connections re-established after they were lost"
+    );
+    describe_counter!(
+        BATCHES,
+        Unit::Count,
+        "Writes that carried the requests of two or more concurrent calls as one pipeline"
+    );
+    describe_counter!(
+        BATCHED_CALLS,
+        Unit::Count,
+        "Calls sent in writes shared with other calls"
     );
 }
 
@@ -316,6 +333,17 @@ impl Tag {
 pub(crate) fn pubsub_reconnected() {
     #[cfg(feature = "metrics")]
     metrics::counter!(PUBSUB_RECONNECTS).increment(1);
+}
+
+/// One write carried `calls` concurrent calls as a pipeline.
+pub(crate) fn batch_written(calls: usize) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::counter!(BATCHES).increment(1);
+        metrics::counter!(BATCHED_CALLS).increment(calls as u64);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = calls;
 }
 
 /// A waiter counted in the `waiting` gauge while this lives.

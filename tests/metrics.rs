@@ -15,8 +15,9 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use common::recorder::snapshotter;
 use common::{RedisServer, ms, unique_name};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::debugging::DebugValue;
 use redis::AsyncCommands;
 use redisson_sync::observe::{
     ACQUISITIONS, HELD, HOLD_SECONDS, LOST_LEASES, PUBSUB_RECONNECTS, RECHECKS, RENEWALS,
@@ -34,18 +35,6 @@ type Series = (String, Vec<(String, String)>);
 struct Store {
     values: HashMap<Series, f64>,
     samples: HashMap<Series, Vec<f64>>,
-}
-
-fn snapshotter() -> &'static Snapshotter {
-    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
-    SNAPSHOTTER.get_or_init(|| {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
-        recorder
-            .install()
-            .expect("the only recorder of this binary");
-        snapshotter
-    })
 }
 
 /// Takes a snapshot, merges it into the store, and returns what the store has for the series

@@ -12,6 +12,7 @@
 //! connection dropped. Acquire and release scripts are never re-sent from here: whether they
 //! took effect is then unknown, and their callers find out (the hold layer, `crate::hold`).
 
+mod batch;
 mod call;
 mod capabilities;
 mod cluster;

@@ -312,14 +312,22 @@ impl<'a> ScriptInvocation<'a> {
         &self,
         conn: &mut C,
     ) -> redis::RedisResult<redis::Value> {
-        let eval = self.eval_cmd();
-        match eval.query_async(conn).await {
+        match self.eval_cmd().query_async(conn).await {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                self.script.load_cmd().query_async::<()>(conn).await?;
-                eval.query_async(conn).await
+                self.load_and_invoke(conn).await
             }
             other => other,
         }
+    }
+
+    /// After a `NOSCRIPT` reply (the script ran nothing): loads the script, then sends the
+    /// call once more.
+    pub(crate) async fn load_and_invoke<C: redis::aio::ConnectionLike>(
+        &self,
+        conn: &mut C,
+    ) -> redis::RedisResult<redis::Value> {
+        self.script.load_cmd().query_async::<()>(conn).await?;
+        self.eval_cmd().query_async(conn).await
     }
 
     /// `EVALSHA <hash> <number of keys> <keys> <arguments>`: the command built as the keys

@@ -11,6 +11,7 @@ use redis::{AsyncConnectionConfig, Value};
 
 use tokio::sync::watch;
 
+use super::batch::Batch;
 use super::call::{Body, Call, ServerClient};
 use super::sentinel::Source;
 use super::sync::{self, WaitFor, WaitReply};
@@ -159,17 +160,24 @@ struct Lane {
     /// Taken by a call that finds no usable connection in the lane while it gets one (see
     /// [`Single::checkout`]).
     opening: tokio::sync::Mutex<()>,
+    /// The calls waiting to be written together (see [`SPREAD_BELOW`]).
+    batch: Batch,
 }
 
-/// While fewer calls than this are in flight, successive calls take the lanes in turn: a few
-/// concurrent calls finish sooner over two connections, each with its own redis-rs task, than
-/// queued on one. At or above it every call takes the first lane: many calls pipelined on one
-/// connection cost the fewest system calls each. Measured with `pairs --throughput
-/// --connections 2` on two cores (2026-12-05): against always in turn, 8 tasks the same (both
-/// about 1.5 x one lane), 512 tasks back to one lane's figure (0.83-0.91 of the bare client,
-/// in turn 0.77-0.86); 16 and 32 did not differ beyond the noise. (Taking the first lane also
-/// when no other call was in flight cost a third at 8 tasks in the agent's bench, though 98 %
-/// of the calls still went in turn: `scripts/bench-ab`, S8 and S9.)
+/// While fewer calls than this are in flight, successive calls take the lanes in turn, each
+/// sent at once: a few concurrent calls finish sooner over two connections, each with its own
+/// redis-rs task, than queued on one. At or above it every call takes the first lane and joins
+/// its batch (batch.rs): many calls pipelined on one connection, and written together, cost
+/// the fewest system calls each.
+///
+/// Measured with `pairs --throughput --connections 2` on two cores (2026-12-05): against always
+/// in turn, 8 tasks the same (both about 1.5 x one lane), 512 tasks back to one lane's figure
+/// (0.83-0.91 of the bare client, in turn 0.77-0.86). (Taking the first lane also when no other
+/// call was in flight cost a third at 8 tasks in the agent's bench, though 98 % of the calls
+/// still went in turn: `scripts/bench-ab`, S8 and S9.) Batching from 4, 16, 32 calls in flight
+/// or never (2026-12-06, crate / bare pairs/s): 8 tasks 1.25 / 1.85 / 1.60 / 1.58, 16 tasks
+/// 1.31 / 1.50 / 1.57 / 1.63, 32 tasks 1.43 / 1.46 / 1.49 / 1.36, 64 tasks 1.26 / 1.31 / 1.22 /
+/// 0.91: a batch's task and hand-over cost more than they save while batches are small.
 const SPREAD_BELOW: usize = 32;
 
 /// Counts one call in flight while it lives.
@@ -203,8 +211,7 @@ pub(super) struct Single {
     lanes: Box<[Lane]>,
     /// The lane of the next call.
     next: AtomicUsize,
-    /// Calls in flight over the lanes (counted only with more than one lane; see
-    /// [`SPREAD_BELOW`]).
+    /// Calls in flight over the lanes (see [`SPREAD_BELOW`]).
     in_flight: AtomicUsize,
     /// Connections that a synced call (the script, then `WAIT`) holds for itself until its
     /// reply: `WAIT` blocks its connection, and on a shared one every other call would queue
@@ -310,14 +317,17 @@ impl Single {
         }
         // Any call but a synced one shares the connection of the next lane, when the pool
         // would reuse it.
-        let lane =
-            if self.lanes.len() == 1 || self.in_flight.load(Ordering::Relaxed) >= SPREAD_BELOW {
-                &self.lanes[0]
-            } else {
-                let i = self.next.fetch_add(1, Ordering::Relaxed);
-                &self.lanes[i % self.lanes.len()]
-            };
-        let _in_flight = (self.lanes.len() > 1).then(|| InFlight::new(&self.in_flight));
+        let busy = self.in_flight.load(Ordering::Relaxed) >= SPREAD_BELOW;
+        let lane = if busy || self.lanes.len() == 1 {
+            &self.lanes[0]
+        } else {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            &self.lanes[i % self.lanes.len()]
+        };
+        let _in_flight = InFlight::new(&self.in_flight);
+        // With many calls in flight, written together with the others (batch.rs): only a call
+        // with the connection's own response timeout, which bounds the batch's pipeline.
+        let batched = busy && limit == self.command_timeout;
         // Taken apart at once, and the check-out behind `if let`: what a future keeps across
         // its awaits is what makes it large (each call's future is one box, see `Conn`).
         let (mut conn, generation, broken) = self.ready(
@@ -336,7 +346,18 @@ impl Single {
             Body::Script(invocation) if call.load_first => {
                 Box::pin(super::capabilities::load_and_run(&mut conn, invocation)).await
             }
+            Body::Script(invocation) if batched => {
+                let cmd = invocation.eval_cmd().into_owned();
+                match lane.batch.send(cmd, &conn, &broken).await {
+                    // Boxed: rare. As `invoke` does after NOSCRIPT.
+                    Err(e) if is_noscript(&e) => {
+                        Box::pin(invocation.load_and_invoke(&mut conn)).await
+                    }
+                    other => other,
+                }
+            }
             Body::Script(invocation) => invocation.invoke(&mut conn).await,
+            Body::Command(cmd) if batched => lane.batch.send((*cmd).clone(), &conn, &broken).await,
             Body::Command(cmd) => cmd.query_async(&mut conn).await,
         };
         self.settle(
@@ -612,6 +633,11 @@ impl Single {
             *slot = Some((shared.clone(), pooled));
         }
     }
+}
+
+/// A script the server does not know (`NOSCRIPT`): it ran nothing.
+fn is_noscript(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
 fn pool_error(

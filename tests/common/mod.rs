@@ -45,6 +45,7 @@ pub mod lua;
 mod matrix;
 pub mod memory;
 mod primitive;
+pub mod recorder;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
