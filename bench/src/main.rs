@@ -586,7 +586,8 @@ p50 ≤ 1.1 × bare at 1 task.
 - **S1** uncontended latency: the agents' `bench` op, 1 task, one key, lock+unlock pairs; p50/p99 per \
 pair. Ceiling: redis-benchmark p50 of acquire.lua + p50 of unlock.lua at `-c 1 -P 1`.
 - **S2** uncontended throughput: `bench` with 8, 64, 512 tasks, each on its own key; pairs/s = pairs / \
-elapsed. Ceilings: server-bound = both scripts at `-c 50 -P 16` (the issue's target: ≥ 80 %); unpipelined = \
+elapsed, each side's cell (Rust, Redisson, bare) right after an untimed fifth of it on the same side (since \
+2026-12-06; before, 512-task rows were 0.2 s cells right after the previous size). Ceilings: server-bound = both scripts at `-c 50 -P 16` (the issue's target: ≥ 80 %); unpipelined = \
 both scripts at `-c N -P 1`.
 - **S3** contended single key: `bench` with all tasks on one key (pairs/s), then `stress` (critical \
 section: GET counter, SET counter+1) with recorded sections, in 1 agent × 4 owners and in 2 agents × 2 \
