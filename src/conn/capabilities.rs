@@ -267,7 +267,7 @@ pub(super) fn check(caps: &Capabilities, user: Option<&str>) -> Result<()> {
 
 /// `true` for a `NOSCRIPT` reply: the server did not know the script, which did not run.
 pub(super) fn is_noscript(e: &Error) -> bool {
-    matches!(e, Error::Redis(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+    matches!(e, Error::Redis(e) if super::script::is_noscript_reply(e))
 }
 
 /// How many more times a script is sent after the server answered `NOSCRIPT` again, each time

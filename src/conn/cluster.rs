@@ -269,12 +269,7 @@ impl Cluster {
                     let mut result = invocation.invoke(&mut routed).await;
                     for _ in 0..3 {
                         match &result {
-                            Err(e)
-                                if e.kind()
-                                    == redis::ErrorKind::Server(
-                                        redis::ServerErrorKind::NoScript,
-                                    ) =>
-                            {
+                            Err(e) if super::script::is_noscript_reply(e) => {
                                 tracing::debug!(error = %e, "NOSCRIPT after loading; loading again");
                                 routed.target = routed.home.clone();
                                 routed.asking = false;

@@ -229,6 +229,11 @@ impl Drop for PartWriter<'_, '_> {
     }
 }
 
+/// A script the server does not know (`NOSCRIPT`): it ran nothing.
+pub(super) fn is_noscript_reply(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
 impl<'a> ScriptInvocation<'a> {
     /// Adds an argument: `ARGV[i]` in the script.
     pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
@@ -313,9 +318,7 @@ impl<'a> ScriptInvocation<'a> {
         conn: &mut C,
     ) -> redis::RedisResult<redis::Value> {
         match self.eval_cmd().query_async(conn).await {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                self.load_and_invoke(conn).await
-            }
+            Err(e) if is_noscript_reply(&e) => self.load_and_invoke(conn).await,
             other => other,
         }
     }

@@ -350,7 +350,7 @@ impl Single {
                 let cmd = invocation.eval_cmd().into_owned();
                 match lane.batch.send(cmd, &conn, &broken).await {
                     // Boxed: rare. As `invoke` does after NOSCRIPT.
-                    Err(e) if is_noscript(&e) => {
+                    Err(e) if super::script::is_noscript_reply(&e) => {
                         Box::pin(invocation.load_and_invoke(&mut conn)).await
                     }
                     other => other,
@@ -633,11 +633,6 @@ impl Single {
             *slot = Some((shared.clone(), pooled));
         }
     }
-}
-
-/// A script the server does not know (`NOSCRIPT`): it ran nothing.
-fn is_noscript(e: &redis::RedisError) -> bool {
-    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
 fn pool_error(

@@ -125,7 +125,7 @@ pub(super) async fn send<C: redis::aio::ConnectionLike + Send>(
         .ignore_errors();
     let replies: Vec<RedisResult<Value>> = pipe.query_async(conn).await?;
     match split(replies) {
-        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+        Err(e) if super::script::is_noscript_reply(&e) => {
             let Body::Script(invocation) = body else {
                 return Err(e);
             };
