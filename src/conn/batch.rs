@@ -159,23 +159,25 @@ async fn send_run(mut run: Vec<Entry>) {
         pipe.add_command(entry.cmd);
         replies.push(entry.reply);
     }
-    match pipe.query_async::<Vec<Value>>(&mut conn).await {
-        Ok(values) if values.len() == replies.len() => {
-            for (reply, value) in replies.into_iter().zip(values) {
-                let _ = reply.send(match value {
-                    Value::ServerError(e) => Err(e.into()),
-                    value => Ok(value),
-                });
+    // Each command's reply, its error as an `Err` (as `sync.rs` reads its pipeline).
+    let values = pipe
+        .query_async::<Vec<RedisResult<Value>>>(&mut conn)
+        .await
+        .and_then(|values| {
+            if values.len() == replies.len() {
+                Ok(values)
+            } else {
+                Err(RedisError::from((
+                    redis::ErrorKind::Client,
+                    "a pipeline's reply did not have one value per command",
+                    format!("{} commands, {} values", replies.len(), values.len()),
+                )))
             }
-        }
+        });
+    match values {
         Ok(values) => {
-            let e = RedisError::from((
-                redis::ErrorKind::Client,
-                "a pipeline's reply did not have one value per command",
-                format!("{} commands, {} values", replies.len(), values.len()),
-            ));
-            for reply in replies {
-                let _ = reply.send(Err(e.clone()));
+            for (reply, value) in replies.into_iter().zip(values) {
+                let _ = reply.send(value);
             }
         }
         Err(e) => {
