@@ -16,11 +16,12 @@ use common::{RedisServer, command_stats, dbsize, unique_name, value};
 use metrics_util::debugging::DebugValue;
 use redis::AsyncCommands;
 use redisson_sync::observe::{BATCHED_CALLS, BATCHES};
-use redisson_sync::{Client, Error};
+use redisson_sync::{Client, Error, Lock};
 use tokio::sync::Barrier;
 use tokio::time::timeout;
 
-/// Tasks calling at once, and pairs per task: calls batch from 32 in flight on a server.
+/// Tasks calling at once (one lock each), and pairs per task: calls batch from 32 in flight on
+/// a server.
 const TASKS: usize = 128;
 const ROUNDS: usize = 10;
 /// Bounds each test's load (it takes well under a second).
@@ -47,33 +48,41 @@ async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     SERIAL.lock().await
 }
 
-/// `TASKS` tasks started together, each running `pair` `ROUNDS` times with its task number;
-/// every task's results in order.
-async fn all_at_once<F, Fut, T>(pair: F) -> Vec<Vec<T>>
-where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = T> + Send,
-    T: Send + 'static,
-{
-    let (pair, start) = (Arc::new(pair), Arc::new(Barrier::new(TASKS)));
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|task| {
-            let (pair, start) = (pair.clone(), start.clone());
+/// One task per lock, started together, each running `ROUNDS` lock+unlock pairs on its lock;
+/// every task's results in order. Asserts that the counters saw batches written meanwhile.
+async fn pairs_at_once(locks: &[Lock]) -> Vec<Vec<redisson_sync::Result<()>>> {
+    batches_since();
+    let start = Arc::new(Barrier::new(locks.len()));
+    let tasks: Vec<_> = locks
+        .iter()
+        .map(|lock| {
+            let (lock, start) = (lock.clone(), start.clone());
             tokio::spawn(async move {
                 start.wait().await;
                 let mut results = Vec::with_capacity(ROUNDS);
                 for _ in 0..ROUNDS {
-                    results.push(pair(task).await);
+                    let pair = async { lock.lock().await?.unlock().await };
+                    results.push(pair.await);
                 }
                 results
             })
         })
         .collect();
-    let mut all = Vec::with_capacity(TASKS);
+    let mut all = Vec::with_capacity(tasks.len());
     for task in tasks {
         all.push(timeout(BOUND, task).await.expect("bounded").unwrap());
     }
+    let (batches, calls) = batches_since();
+    assert!(
+        batches >= 1 && calls >= 2 * batches,
+        "{batches} batches of {calls} calls"
+    );
     all
+}
+
+/// `SCRIPT LOAD`s the server has run (`script|load` from Redis 7 on, `script` before).
+async fn script_loads(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
+    command_stats(raw, "script|load").await.calls + command_stats(raw, "script").await.calls
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,35 +99,17 @@ async fn concurrent_calls_share_writes_and_each_gets_its_own_reply_and_error() {
     for task in (0..TASKS).filter(|&t| wrong(t)) {
         let () = raw.set(key(task), "not a lock").await.unwrap();
     }
-    batches_since();
-    let locks: Arc<Vec<_>> = Arc::new((0..TASKS).map(|t| client.lock(key(t))).collect());
-    let results = all_at_once({
-        let locks = locks.clone();
-        move |task| {
-            let locks = locks.clone();
-            async move {
-                match locks[task].lock().await {
-                    Ok(guard) => guard.unlock().await.map(|()| "released"),
-                    Err(e) => Err(e),
-                }
-            }
-        }
-    })
-    .await;
-    let (batches, calls) = batches_since();
+    let locks: Vec<Lock> = (0..TASKS).map(|t| client.lock(key(t))).collect();
+    let results = pairs_at_once(&locks).await;
     for (task, results) in results.into_iter().enumerate() {
         for result in results {
             match (wrong(task), result) {
-                (false, Ok("released")) => {}
+                (false, Ok(())) => {}
                 (true, Err(Error::WrongType { key: named })) => assert_eq!(named, key(task)),
                 (wrong, other) => panic!("task {task} (wrong type: {wrong}): {other:?}"),
             }
         }
     }
-    assert!(
-        batches >= 1 && calls >= 2 * batches,
-        "{batches} batches of {calls} calls"
-    );
     // The refused keys are as they were; every lock was released.
     for task in (0..TASKS).filter(|&t| wrong(t)) {
         assert_eq!(
@@ -137,11 +128,9 @@ async fn a_script_the_server_forgot_is_loaded_again_for_calls_in_a_batch() {
     let mut raw = server.conn().await;
     let client = Client::open(server.url()).unwrap();
     let name = unique_name("batch-noscript");
-    let locks: Arc<Vec<_>> = Arc::new(
-        (0..TASKS)
-            .map(|t| client.lock(format!("{name}:{t}")))
-            .collect(),
-    );
+    let locks: Vec<Lock> = (0..TASKS)
+        .map(|t| client.lock(format!("{name}:{t}")))
+        .collect();
     // The scripts loaded, then forgotten.
     locks[0].lock().await.unwrap().unlock().await.unwrap();
     let () = redis::cmd("SCRIPT")
@@ -149,29 +138,14 @@ async fn a_script_the_server_forgot_is_loaded_again_for_calls_in_a_batch() {
         .query_async(&mut raw)
         .await
         .unwrap();
-    let loads_before = command_stats(&mut raw, "script|load").await.calls
-        + command_stats(&mut raw, "script").await.calls;
-    batches_since();
-    let results = all_at_once({
-        let locks = locks.clone();
-        move |task| {
-            let locks = locks.clone();
-            async move { locks[task].lock().await?.unlock().await }
-        }
-    })
-    .await;
-    let (batches, calls) = batches_since();
+    let loads_before = script_loads(&mut raw).await;
+    let results = pairs_at_once(&locks).await;
     for (task, results) in results.into_iter().enumerate() {
         for result in results {
             assert!(result.is_ok(), "task {task}: {result:?}");
         }
     }
-    assert!(
-        batches >= 1 && calls >= 2 * batches,
-        "{batches} batches of {calls} calls"
-    );
-    let loads = command_stats(&mut raw, "script|load").await.calls
-        + command_stats(&mut raw, "script").await.calls;
+    let loads = script_loads(&mut raw).await;
     assert!(
         loads > loads_before,
         "no SCRIPT LOAD after the flush ({loads_before} -> {loads})"
