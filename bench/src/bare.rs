@@ -41,9 +41,9 @@ impl Scripts {
     /// One uncontended lock+unlock of `key` by the hash field `field`: the acquire must grant
     /// (nil), the release must release fully (1) and publish Redisson's unlock message (0)
     /// on the lock's channel, as the crate's release does.
-    pub async fn pair(
+    pub async fn pair<C: redis::aio::ConnectionLike + Send + Sync>(
         &self,
-        conn: &mut MultiplexedConnection,
+        conn: &mut C,
         key: &str,
         channel: &str,
         field: &str,

@@ -10,7 +10,7 @@
 //! ```text
 //! pairs --url redis://127.0.0.1:PORT --pairs N [--bare | --blocking | --token | --rslock]
 //! pairs --url redis://127.0.0.1:PORT --pairs N --latency [--rounds R]
-//! pairs --url redis://127.0.0.1:PORT --pairs N --throughput --tasks T [--rounds R] [--connections C] [--versus-rslock]
+//! pairs --url redis://127.0.0.1:PORT --pairs N --throughput --tasks T [--rounds R] [--connections C] [--versus-rslock] [--cluster]
 //! ```
 //!
 //! Every mode warms up first (one pair: connections opened, scripts loaded), so two runs with
@@ -30,6 +30,9 @@
 //! by whatever else the machine runs. `--connections C` sets the crate's client's
 //! `Config::connections` (default 1). `--versus-rslock` runs the crate's `TokenLock` with rslock's
 //! lease (30 s, no watchdog) against rslock 0.10 (one `LockManager`) instead of the `Lock` against the bare client.
+//! `--cluster` takes `--url` as a cluster's seed: the crate's client in cluster mode against
+//! redis-rs's own cluster connection sending the same scripts (the release publishing with
+//! `PUBLISH`, where the crate on Redis 7 uses `SPUBLISH`).
 
 use std::process::ExitCode;
 
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
     let mut tasks = 1;
     let mut connections = 1;
     let mut versus_rslock = false;
+    let mut cluster = false;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -82,6 +86,11 @@ fn main() -> ExitCode {
                 i += 1;
                 continue;
             }
+            "--cluster" => {
+                cluster = true;
+                i += 1;
+                continue;
+            }
             flag @ ("--bare" | "--blocking" | "--token" | "--rslock" | "--latency"
             | "--throughput") => {
                 mode = match flag {
@@ -106,7 +115,7 @@ fn main() -> ExitCode {
         eprintln!(
             "usage: pairs --url redis://HOST:PORT --pairs N \
              [--bare | --blocking | --token | --rslock | --latency [--rounds R] \
-             | --throughput --tasks T [--rounds R] [--connections C] [--versus-rslock]]"
+             | --throughput --tasks T [--rounds R] [--connections C] [--versus-rslock] [--cluster]]"
         );
         return ExitCode::from(2);
     };
@@ -143,6 +152,7 @@ fn main() -> ExitCode {
             (tasks, rounds),
             connections,
             versus_rslock,
+            cluster,
         ),
         Mode::Bare => runtime.block_on(bare_pairs(&url, pairs)),
         Mode::Token => runtime.block_on(crate_pairs(&url, pairs, true)),
@@ -288,20 +298,35 @@ fn throughput(
     (tasks, rounds): (u64, u64),
     connections: usize,
     versus_rslock: bool,
+    cluster: bool,
 ) -> Result<(), Error> {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     let client = runtime.block_on(async {
-        redisson_sync::Client::builder()
-            .url(url)
-            .connections(connections)
-            .build()
+        let builder = redisson_sync::Client::builder();
+        let builder = if cluster {
+            builder.cluster([url])
+        } else {
+            builder.url(url)
+        };
+        builder.connections(connections).build()
     })?;
     let bare_conn = runtime.block_on(async {
-        redis::Client::open(url)?
-            .get_multiplexed_async_connection()
-            .await
+        let conn = if cluster {
+            BareConn::Cluster(
+                redis::cluster::ClusterClient::new(vec![url])?
+                    .get_async_connection()
+                    .await?,
+            )
+        } else {
+            BareConn::Single(
+                redis::Client::open(url)?
+                    .get_multiplexed_async_connection()
+                    .await?,
+            )
+        };
+        Ok::<_, redis::RedisError>(conn)
     })?;
     let scripts = Arc::new(bare::Scripts::new());
     let manager = Arc::new(rslock::LockManager::new(vec![url.to_owned()]));
@@ -347,7 +372,14 @@ fn throughput(
                                 .map_err(|e| format!("rslock: {e:?}"))?;
                             manager.unlock(&lock).await;
                         } else {
-                            scripts.pair(&mut conn, &key, &channel, &field).await?;
+                            match &mut conn {
+                                BareConn::Single(c) => {
+                                    scripts.pair(c, &key, &channel, &field).await?
+                                }
+                                BareConn::Cluster(c) => {
+                                    scripts.pair(c, &key, &channel, &field).await?
+                                }
+                            }
                         }
                     }
                     Ok::<_, String>(())
@@ -415,6 +447,14 @@ fn throughput(
         cc / bc
     );
     Ok(())
+}
+
+/// The bare client's connection: one multiplexed connection, or (`--cluster`) redis-rs's
+/// cluster connection (a multiplexed connection per master behind its own routing task).
+#[derive(Clone)]
+enum BareConn {
+    Single(redis::aio::MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
 }
 
 /// Mean and percentiles of pair times, in microseconds.
