@@ -235,7 +235,13 @@ impl Cluster {
         if !call.keyless {
             check_name(call.key)?;
         }
-        let conn = self.connection().await?;
+        // The connection, and the identity of a call's node, known after the first call: the
+        // first of each (a connect, a CLIENT INFO) is boxed apart, so that a call's future stays
+        // within glibc's per-thread cache (`future::SMALL_BLOCK`).
+        let conn = match self.conn.get() {
+            Some(conn) if !self.closed.load(Ordering::Acquire) => conn.clone(),
+            _ => Box::pin(self.connection()).await?,
+        };
         let route = Route::with_slot(Slot::for_key(call.key), SlotAddr::Master);
         let mut routed = Routed {
             conn,
@@ -245,40 +251,39 @@ impl Cluster {
             asking: false,
         };
         if let Some(sent) = call.sent {
-            let identity = self.identity(&mut routed.conn, route).await;
+            let known = self.identities().get(&route).cloned();
+            let identity = match known {
+                Some(known) => Some(known),
+                None => Box::pin(self.identity(&mut routed.conn, route)).await,
+            };
             sent.record(identity);
         }
         let request = async {
             if let Some(wait) = wait {
                 // The call then WAIT, pipelined to the slot's master (redirects followed as
                 // for one command).
-                return sync::send(&mut routed, &call.body, wait)
+                return Box::pin(sync::send(&mut routed, &call.body, wait))
                     .await
                     .map(|(value, reply)| (value, Some(reply)));
             }
             match call.body {
                 Body::Script(invocation) if call.load_first => {
-                    super::capabilities::load_and_run(&mut routed, invocation)
+                    Box::pin(super::capabilities::load_and_run(&mut routed, invocation))
                         .await
                         .map(|value| (value, None))
                 }
                 Body::Script(invocation) => {
-                    // EVALSHA, loaded on NOSCRIPT and sent again by redis-rs; NOSCRIPT once
-                    // more (the load went to another node while the slot map was being
-                    // rebuilt after a failover) proves it did not run: try again.
-                    let mut result = invocation.invoke(&mut routed).await;
-                    for _ in 0..3 {
-                        match &result {
-                            Err(e) if super::script::is_noscript_reply(e) => {
-                                tracing::debug!(error = %e, "NOSCRIPT after loading; loading again");
-                                routed.target = routed.home.clone();
-                                routed.asking = false;
-                                result = invocation.invoke(&mut routed).await;
-                            }
-                            _ => break,
+                    // EVALSHA, loaded on NOSCRIPT and sent again; NOSCRIPT once more (the load
+                    // went to another node while the slot map was being rebuilt after a
+                    // failover) proves it did not run: try again.
+                    let result = invocation.eval_cmd().query_async(&mut routed).await;
+                    match result {
+                        Err(e) if super::script::is_noscript_reply(&e) => {
+                            Box::pin(reload(&mut routed, invocation)).await
                         }
+                        other => other,
                     }
-                    result.map(|value| (value, None))
+                    .map(|value| (value, None))
                 }
                 Body::Command(cmd) => cmd
                     .query_async(&mut routed)
@@ -544,6 +549,29 @@ impl redis::aio::ConnectionLike for Routed {
     fn get_db(&self) -> i64 {
         0
     }
+}
+
+/// After `NOSCRIPT`: the script loaded on the call's node and the call sent again
+/// (`ScriptInvocation::load_and_invoke`); `NOSCRIPT` once more (the load went to another node
+/// while the slot map was being rebuilt after a failover) proves it did not run, and the call
+/// starts over from the slot's master, up to three times.
+async fn reload(
+    routed: &mut Routed,
+    invocation: &super::ScriptInvocation<'_>,
+) -> redis::RedisResult<Value> {
+    let mut result = invocation.load_and_invoke(routed).await;
+    for _ in 0..3 {
+        match &result {
+            Err(e) if super::script::is_noscript_reply(e) => {
+                tracing::debug!(error = %e, "NOSCRIPT after loading; loading again");
+                routed.target = routed.home.clone();
+                routed.asking = false;
+                result = invocation.invoke(routed).await;
+            }
+            _ => break,
+        }
+    }
+    result
 }
 
 /// Error codes of a request a node refused without running it (see `Routed::again_after`).

@@ -439,4 +439,23 @@ mod tests {
             "a call's future is {size} bytes, more than glibc's per-thread cache serves ({SMALL_BLOCK})"
         );
     }
+
+    /// A cluster call's future, boxed apart (`run`), fits too: its first connect, a node's
+    /// first identity, a synced call and the NOSCRIPT reload are boxed apart of it.
+    #[tokio::test]
+    async fn a_cluster_calls_future_fits_in_a_small_block() {
+        let mut config = Config::from_url("redis://127.0.0.1:1");
+        config.cluster_nodes = vec!["redis://127.0.0.1:1".into()];
+        let conn = Conn::new(&config, None).unwrap();
+        let Topology::Cluster(cluster) = &conn.topology else {
+            panic!("a client with cluster nodes has a single server")
+        };
+        let cmd = redis::cmd("PING");
+        let call = Call::read("ping", "k", &cmd);
+        let size = std::mem::size_of_val(&cluster.run(&call, Duration::from_secs(1), None));
+        assert!(
+            size <= SMALL_BLOCK,
+            "a cluster call's future is {size} bytes, more than glibc's per-thread cache serves ({SMALL_BLOCK})"
+        );
+    }
 }
