@@ -620,7 +620,7 @@ size, each task on keys of its own (Redisson's `RFencedLock`, `RSpinLock`, `RNon
 - **S10** Rust only, in this process (one client, 8 tasks on keys of their own): `Lock`, `TokenLock` \
 (not a Redisson structure) and a `MultiLock` of three `Lock`s, acquire+release pairs/s side by side; \
 then `TokenLock` (watchdog lease), `TokenLock` with a 30 s lease (rslock's TTL, no watchdog: the same \
-lock, which carries the target) and rslock 0.10 (`SET NX PX`, a 30 s TTL) at 1, 8, 64 and 512 tasks, alternating, with four times S1's and S2's pairs per task, each cell after an \
+lock, which carries the target) and rslock 0.10 (`SET NX PX`, a 30 s TTL) at 1, 8, 64 and 512 tasks, alternating (the order reversed every other repetition), with four times S1's and S2's pairs per task, each cell after an \
 untimed fifth of itself (a cell right after a change of size otherwise ran partly in the previous \
 size's state: the side measured first lost up to 30 % at one task).
 - **S11** Redis Cluster: a cluster of 3 masters of its own, one Rust and one Java agent with `--mode cluster --pubsub auto` (sharded on Redis 7); `bench` of kind `lock` at the S2 64- and 512-task sizes on distinct keys (spread over the slots), and the S3 size on one key (pair p50); the scripts each master served (`cmdstat_evalsha` + `cmdstat_eval`) show the spread. The single-server figures of the same sizes are S2's.
