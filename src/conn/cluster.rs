@@ -316,15 +316,13 @@ impl Cluster {
         })
     }
 
-    /// The connection a call on `key` goes on, as its node knows it (cached per slot).
+    /// The connection a call on `key` goes on, as its node knows it, asked of the node (`run`
+    /// reads the per-slot cache first; this fills it).
     async fn identity(
         &self,
         conn: &mut ClusterConnection,
         route: Route,
     ) -> Option<Arc<ServerClient>> {
-        if let Some(known) = self.identities().get(&route) {
-            return Some(known.clone());
-        }
         let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
         let info = conn
             .route_command(redis::cmd("CLIENT").arg("INFO").clone(), routing.clone())
