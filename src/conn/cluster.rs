@@ -276,14 +276,19 @@ impl Cluster {
                     // EVALSHA, loaded on NOSCRIPT and sent again; NOSCRIPT once more (the load
                     // went to another node while the slot map was being rebuilt after a
                     // failover) proves it did not run: try again.
-                    let result = invocation.eval_cmd().query_async(&mut routed).await;
-                    match result {
-                        Err(e) if super::script::is_noscript_reply(&e) => {
-                            Box::pin(reload(&mut routed, invocation)).await
+                    let mut result = invocation.invoke(&mut routed).await;
+                    for _ in 0..3 {
+                        match &result {
+                            Err(e) if super::script::is_noscript_reply(e) => {
+                                tracing::debug!(error = %e, "NOSCRIPT after loading; loading again");
+                                routed.target = routed.home.clone();
+                                routed.asking = false;
+                                result = invocation.invoke(&mut routed).await;
+                            }
+                            _ => break,
                         }
-                        other => other,
                     }
-                    .map(|value| (value, None))
+                    result.map(|value| (value, None))
                 }
                 Body::Command(cmd) => cmd
                     .query_async(&mut routed)
@@ -547,29 +552,6 @@ impl redis::aio::ConnectionLike for Routed {
     fn get_db(&self) -> i64 {
         0
     }
-}
-
-/// After `NOSCRIPT`: the script loaded on the call's node and the call sent again
-/// (`ScriptInvocation::load_and_invoke`); `NOSCRIPT` once more (the load went to another node
-/// while the slot map was being rebuilt after a failover) proves it did not run, and the call
-/// starts over from the slot's master, up to three times.
-async fn reload(
-    routed: &mut Routed,
-    invocation: &super::ScriptInvocation<'_>,
-) -> redis::RedisResult<Value> {
-    let mut result = invocation.load_and_invoke(routed).await;
-    for _ in 0..3 {
-        match &result {
-            Err(e) if super::script::is_noscript_reply(e) => {
-                tracing::debug!(error = %e, "NOSCRIPT after loading; loading again");
-                routed.target = routed.home.clone();
-                routed.asking = false;
-                result = invocation.invoke(routed).await;
-            }
-            _ => break,
-        }
-    }
-    result
 }
 
 /// Error codes of a request a node refused without running it (see `Routed::again_after`).
