@@ -71,9 +71,9 @@ fn peer_metric(who: &str, tasks: u64) -> String {
 
 /// `TokenLock` (watchdog lease), `TokenLock` with a 30 s lease and rslock (a 30 s TTL,
 /// Redisson's watchdog lease) at 1, 8, 64 and 512 tasks on keys of their own, alternating in
-/// every repetition (in the reverse order every other one). The leased token lock's row carries the target "≥ rslock": it is the same
-/// lock (`SET NX PX` with that TTL, released by compare-and-delete); the watchdog's row gives
-/// what renewal costs on top.
+/// every repetition (in the reverse order every other one). The leased token lock's row
+/// carries the target "≥ rslock": it is the same lock (`SET NX PX` with that TTL, released by
+/// compare-and-delete); the watchdog's row gives what renewal costs on top.
 fn peer(env: &Env, report: &mut Report, runtime: &tokio::runtime::Runtime) -> Result<()> {
     let sizes = env.sizes.steady_cells();
     let url = env.server.url();
@@ -106,8 +106,8 @@ fn peer(env: &Env, report: &mut Report, runtime: &tokio::runtime::Runtime) -> Re
         };
         for rep in 0..env.options.reps {
             for &(tasks, iterations) in &sizes {
-                // The order turned around every repetition, as bench-ab's builds: whatever
-                // the cell before leaves behind falls on each side alike.
+                // The order reversed every other repetition, as bench-ab alternates its
+                // builds: whatever the cell before leaves behind falls on each side alike.
                 let mut order = ["TokenLock", TOKEN_LEASED, RSLOCK];
                 if rep % 2 == 1 {
                     order.reverse();
