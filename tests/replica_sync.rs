@@ -1,6 +1,7 @@
 //! Replica sync (issue 13; Redisson's `checkLockSyncedSlaves`, docs/LAYOUT.md §1.7): with
 //! `sync_replicas` on, every call Redisson syncs is pipelined with `WAIT <replicas>
-//! <replica_sync_timeout>`, seen in the master's `INFO commandstats` once per synced call; a
+//! <replica_sync_timeout>`, seen in the master's `INFO commandstats` once per synced call (calls
+//! in flight together share one per round, each still acknowledged before it returns); a
 //! grant that no replica acknowledged is given back and reported; renewals that are not
 //! acknowledged keep the hold; `off` (and `auto` on a single server) never sends `WAIT`; a
 //! server that refuses `WAIT` (here: to the user, NOPERM) turns it off after one refusal.
@@ -16,7 +17,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{command_stats, hash, pttl, reset_stats, unique_name};
+use common::{command_stats, hash, pttl, reset_stats, script_calls, unique_name};
 use redis::aio::MultiplexedConnection;
 use redisson_sync::{Client, Error, LockOptions, Owner, config::SyncReplicas};
 use testkit::{FaultProxy, Mode, RedisSentinel, RedisServer};
@@ -188,6 +189,133 @@ async fn synced_calls_wait_for_replicas_and_an_unacknowledged_grant_is_given_bac
     client.shutdown().await;
 }
 
+/// Synced calls in flight together are written in rounds, one `WAIT` after each round's
+/// scripts (sync_batch.rs): fewer `WAIT`s than calls, one script per call, and every call still
+/// returns only once its own write was acknowledged: each acquired key is on the replica the
+/// moment all acquires have returned, each released one gone from it. With the replica
+/// stopped, every grant of a round is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synced_calls_in_flight_together_share_a_wait_and_each_is_acknowledged() {
+    const TASKS: usize = 32;
+    let (master, replica) = tokio::task::spawn_blocking(|| master_and_replica(&[]))
+        .await
+        .unwrap();
+    let mut raw = master.conn().await;
+    let mut on_replica = replica.conn().await;
+    let client = synced_client(&master, Duration::from_secs(1));
+    // Scripts loaded, the replica count read.
+    lock_and_unlock(&client).await;
+    let base = unique_name("sync-round");
+    let names: Vec<String> = (0..TASKS).map(|i| format!("{base}:{i}")).collect();
+
+    reset_stats(&mut raw).await;
+    let guards = all_at_once(&names, |name| {
+        let client = client.clone();
+        async move { client.lock(name).try_lock().await }
+    })
+    .await;
+    let guards: Vec<_> = guards
+        .into_iter()
+        .map(|r| r.expect("acknowledged").expect("free"))
+        .collect();
+    let waited = waits(&mut raw).await;
+    assert_eq!(
+        script_calls(&mut raw).await,
+        TASKS as u64,
+        "one script per acquire"
+    );
+    assert!(
+        (1..TASKS as u64).contains(&waited),
+        "{waited} WAITs for {TASKS} acquires in flight together"
+    );
+    for name in &names {
+        let held = hash(&mut raw, name).await;
+        assert_eq!(held.len(), 1, "{name}: {held:?}");
+        assert_eq!(
+            hash(&mut on_replica, name).await,
+            held,
+            "{name} on the replica"
+        );
+    }
+
+    let released = futures_util::future::join_all(guards.into_iter().map(|g| g.unlock())).await;
+    for r in released {
+        r.expect("released");
+    }
+    let waited = waits(&mut raw).await;
+    assert_eq!(script_calls(&mut raw).await, 2 * TASKS as u64);
+    assert!(
+        waited < 2 * TASKS as u64,
+        "{waited} WAITs for {} synced calls",
+        2 * TASKS
+    );
+    for name in &names {
+        assert_eq!(
+            pttl(&mut on_replica, name).await,
+            -2,
+            "{name} on the replica"
+        );
+    }
+
+    // Scripts the server forgot: a round's calls are answered NOSCRIPT (nothing of them ran),
+    // and each goes again alone, loading its script first.
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let guards = all_at_once(&names[..16], |name| {
+        let client = client.clone();
+        async move { client.lock(name).try_lock().await }
+    })
+    .await;
+    for (name, r) in names.iter().zip(guards) {
+        let guard = r.expect("acknowledged").expect("free");
+        assert_eq!(
+            hash(&mut on_replica, name).await,
+            hash(&mut raw, name).await,
+            "{name} on the replica"
+        );
+        guard.unlock().await.unwrap();
+    }
+
+    // The replica stopped: no round is acknowledged, and every grant is given back.
+    replica.pause();
+    let refused = all_at_once(&names[..8], |name| {
+        let client = client.clone();
+        async move { client.lock(name).try_lock().await }
+    })
+    .await;
+    replica.resume();
+    for (name, r) in names.iter().zip(refused) {
+        match r {
+            Err(Error::ReplicasNotSynced { replicas: 1, .. }) => {}
+            other => panic!("{name}: expected ReplicasNotSynced, got {other:?}"),
+        }
+        assert_eq!(pttl(&mut raw, name).await, -2, "{name} was given back");
+    }
+    client.shutdown().await;
+}
+
+/// A client of `master` alone with replica sync on.
+fn synced_client(master: &RedisServer, timeout: Duration) -> Client {
+    Client::builder()
+        .url(master.url())
+        .sync_replicas(SyncReplicas::On)
+        .replica_sync_timeout(timeout)
+        .build()
+        .unwrap()
+}
+
+/// Runs `f` on every item, all in flight together (polled in one pass of one task); their
+/// results in order.
+async fn all_at_once<'a, T, R, Fut: std::future::Future<Output = R>>(
+    items: &'a [T],
+    f: impl Fn(&'a T) -> Fut,
+) -> Vec<R> {
+    futures_util::future::join_all(items.iter().map(f)).await
+}
+
 /// A master and one replica, without Sentinel.
 fn master_and_replica(master_args: &[&str]) -> (RedisServer, RedisServer) {
     let master = RedisServer::start_with(master_args);
@@ -291,12 +419,7 @@ async fn what_is_acknowledged_follows_the_replication_link() {
     .unwrap();
     let mut raw = master.conn().await;
     let mut on_replica = replica.conn().await;
-    let client = Client::builder()
-        .url(master.url())
-        .sync_replicas(SyncReplicas::On)
-        .replica_sync_timeout(SYNC_TIMEOUT)
-        .build()
-        .unwrap();
+    let client = synced_client(&master, SYNC_TIMEOUT);
     let a = Owner::new(1);
     let field = format!("{}:{}", client.id(), a.id());
     let take = |name: &str| {

@@ -1,9 +1,10 @@
 //! S12: the cost of replica sync (issue 13): a master with two replicas and three Sentinels of
 //! its own (`testkit::RedisSentinel`), agents in Sentinel mode, the uncontended lock+unlock
 //! pair of one task (as S1), with `WAIT` after each write (Rust `sync_replicas = auto`,
-//! Redisson's default `checkLockSyncedSlaves`), and Rust again with `sync_replicas = off`.
-//! Redisson cannot be measured without `WAIT` here: `checkLockSyncedSlaves = false` only
-//! ignores its answer.
+//! Redisson's default `checkLockSyncedSlaves`), and Rust again with `sync_replicas = off`;
+//! then, with `WAIT`, S2's 64 tasks on distinct keys (pairs/s), where the crate writes the
+//! synced calls in flight together before one `WAIT` (src/conn/sync_batch.rs). Redisson cannot
+//! be measured without `WAIT` here: `checkLockSyncedSlaves = false` only ignores its answer.
 
 use interop_scenarios::agent::{Agent, Impl};
 use testkit::RedisSentinel;
@@ -40,6 +41,13 @@ pub fn s12(env: &Env, report: &mut Report) -> Result<()> {
     let on_p50 = "sentinel pair p50, 1 task, replica sync on (WAIT after each write)";
     let on_p99 = "sentinel pair p99, 1 task, replica sync on (WAIT after each write)";
     let off_p50 = "sentinel pair p50, 1 task, replica sync off";
+    let many = "sentinel pairs/s, 64 tasks on distinct keys, replica sync on";
+    let many_pairs = env
+        .sizes
+        .s2
+        .iter()
+        .find(|&&(tasks, _)| tasks == 64)
+        .map_or(1, |&(_, pairs)| pairs);
     for rep in 0..env.options.reps {
         for (who, agent) in &synced {
             // Warm-up: scripts loaded, connections open, replica count read.
@@ -47,6 +55,9 @@ pub fn s12(env: &Env, report: &mut Report) -> Result<()> {
             let run = drive::bench(agent, "lock", &env.name("s12"), 1, pairs, false)?;
             report.sample("S12", on_p50, who, rep, run.p50_us);
             report.sample("S12", on_p99, who, rep, run.p99_us);
+            drive::bench(agent, "lock", &env.name("s12-warm"), 64, 2, false)?;
+            let run = drive::bench(agent, "lock", &env.name("s12"), 64, many_pairs, false)?;
+            report.sample("S12", many, who, rep, run.rate());
         }
         drive::bench(&unsynced, "lock", &env.name("s12-warm"), 1, 20, false)?;
         let run = drive::bench(&unsynced, "lock", &env.name("s12"), 1, pairs, false)?;
@@ -55,6 +66,7 @@ pub fn s12(env: &Env, report: &mut Report) -> Result<()> {
     report.row("S12", on_p50, "µs", Better::Lower);
     report.row("S12", on_p99, "µs", Better::Lower);
     report.row("S12", off_p50, "µs", Better::Lower);
+    report.row("S12", many, "pairs/s", Better::Higher);
     if let (Some(on), Some(off)) = (
         report.median_of("S12", on_p50, "rust"),
         report.median_of("S12", off_p50, "rust"),

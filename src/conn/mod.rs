@@ -20,6 +20,7 @@ mod script;
 mod sentinel;
 mod single;
 mod sync;
+mod sync_batch;
 mod tls;
 
 use std::fmt;

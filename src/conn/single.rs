@@ -15,6 +15,7 @@ use super::batch::Batch;
 use super::call::{Body, Call, ServerClient};
 use super::sentinel::Source;
 use super::sync::{self, WaitFor, WaitReply};
+use super::sync_batch::Rounds;
 use super::tls::Tls;
 use crate::config::Config;
 use crate::credentials::CredentialsProvider;
@@ -217,6 +218,10 @@ pub(super) struct Single {
     /// reply: `WAIT` blocks its connection, and on a shared one every other call would queue
     /// behind it (seconds, while the replicas do not answer, as in a failover).
     synced: Pool,
+    /// Synced calls in flight over `synced`: from the second on, they go in rounds.
+    synced_in_flight: AtomicUsize,
+    /// The synced calls written together before one `WAIT` (sync_batch.rs).
+    rounds: Rounds<Shared, managed::Object<Manager>>,
     source: Arc<Source>,
     command_timeout: Duration,
     connect_timeout: Duration,
@@ -266,6 +271,8 @@ impl Single {
             next: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             synced: pool(config.pool_size)?,
+            synced_in_flight: AtomicUsize::new(0),
+            rounds: Rounds::default(),
             source,
             command_timeout: config.command_timeout,
             connect_timeout: config.connect_timeout,
@@ -370,19 +377,68 @@ impl Single {
     }
 
     /// A synced call: the call then `WAIT`, pipelined on a connection it holds until the
-    /// reply (`WAIT` blocks its connection; see [`Single::synced`]).
+    /// reply (`WAIT` blocks its connection; see [`Single::synced`]). While another is in
+    /// flight, written with the others before one `WAIT` (sync_batch.rs): only a call with the
+    /// synced calls' own limit, which bounds the round's pipeline.
     async fn run_synced(
         &self,
         call: &Call<'_>,
         limit: Duration,
         wait: WaitFor,
     ) -> Result<(Value, Option<WaitReply>), Sent> {
+        let others = self.synced_in_flight.load(Ordering::Relaxed);
+        let _in_flight = InFlight::new(&self.synced_in_flight);
+        if others > 0
+            && !call.load_first
+            && limit == self.command_timeout + wait.timeout
+            && let Some(reply) = self.run_in_round(call, limit, wait).await
+        {
+            return reply;
+        }
         let (shared, _held) = self.checkout(call.op, limit, None).await?;
         let (mut conn, generation, broken) = self.ready(call, limit, shared);
         let reply = sync::send(&mut conn, &call.body, wait)
             .await
             .map(|(value, reply)| (value, Some(reply)));
         self.settle(call, limit, generation, &broken, reply)
+    }
+
+    /// A synced call in the open round, or in a round it opens (sync_batch.rs). `None` when
+    /// it goes alone after all: a round with another `WAIT` was open, or the server did not
+    /// know the script (nothing of it ran; alone, it is loaded and sent again).
+    async fn run_in_round(
+        &self,
+        call: &Call<'_>,
+        limit: Duration,
+        wait: WaitFor,
+    ) -> Option<Result<(Value, Option<WaitReply>), Sent>> {
+        let cmd = match &call.body {
+            Body::Script(invocation) => invocation.eval_cmd().into_owned(),
+            Body::Command(cmd) => (*cmd).clone(),
+        };
+        let (shared, pending) = match self.rounds.join(cmd, wait) {
+            Ok(joined) => joined,
+            Err(cmd) => {
+                let (shared, held) = match self.checkout(call.op, limit, None).await {
+                    Ok((shared, Some(held))) => (shared, held),
+                    Ok((_, None)) => return None,
+                    Err(e) => return Some(Err(e)),
+                };
+                let mut conn = shared.conn.clone();
+                conn.set_response_timeout(limit);
+                self.rounds.open(cmd, wait, shared, conn, held)?
+            }
+        };
+        if let Some(sent) = call.sent {
+            sent.record(shared.identity.clone());
+        }
+        // The round's connection stays checked out until this call settled its outcome.
+        let (reply, _held) = pending.reply().await;
+        if matches!(&reply, Err(e) if super::script::is_noscript_reply(e)) {
+            return None;
+        }
+        let reply = reply.map(|(value, waited)| (value, Some(waited)));
+        Some(self.settle(call, limit, shared.generation, &shared.broken, reply))
     }
 
     /// `shared` made ready for `call`: where the call goes recorded, the reply's limit set on

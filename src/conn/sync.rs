@@ -32,14 +32,14 @@ pub(crate) enum Synced {
 }
 
 /// The `WAIT` a synced call is sent with.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct WaitFor {
     pub(super) replicas: u32,
     pub(super) timeout: Duration,
 }
 
 /// The reply to a call's `WAIT`.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) enum WaitReply {
     Acks(u32),
     /// The server refused `WAIT` (`unknown command`, or a replica).
@@ -118,11 +118,7 @@ pub(super) async fn send<C: redis::aio::ConnectionLike + Send>(
         Body::Script(invocation) => pipe.add_command(invocation.eval_cmd().into_owned()),
         Body::Command(cmd) => pipe.add_command((*cmd).clone()),
     };
-    let timeout_ms = u64::try_from(wait.timeout.as_millis()).unwrap_or(u64::MAX);
-    pipe.cmd("WAIT")
-        .arg(wait.replicas)
-        .arg(timeout_ms)
-        .ignore_errors();
+    add_wait(&mut pipe, wait);
     let replies: Vec<RedisResult<Value>> = pipe.query_async(conn).await?;
     match split(replies) {
         Err(e) if super::script::is_noscript_reply(&e) => {
@@ -140,10 +136,18 @@ pub(super) async fn send<C: redis::aio::ConnectionLike + Send>(
     }
 }
 
-fn split(replies: Vec<RedisResult<Value>>) -> RedisResult<(Value, WaitReply)> {
-    let mut replies = replies.into_iter();
-    let value = replies.next().unwrap_or(Ok(Value::Nil))?;
-    let wait = match replies.next() {
+/// Adds `WAIT` to `pipe`, its error read as a reply (see [`wait_reply`]).
+pub(super) fn add_wait(pipe: &mut redis::Pipeline, wait: WaitFor) {
+    let timeout_ms = u64::try_from(wait.timeout.as_millis()).unwrap_or(u64::MAX);
+    pipe.cmd("WAIT")
+        .arg(wait.replicas)
+        .arg(timeout_ms)
+        .ignore_errors();
+}
+
+/// A pipeline's reply to its `WAIT`, the last command.
+pub(super) fn wait_reply(reply: Option<RedisResult<Value>>) -> WaitReply {
+    match reply {
         Some(Ok(Value::Int(n))) => WaitReply::Acks(u32::try_from(n).unwrap_or(0)),
         Some(Err(e)) => WaitReply::Refused(e),
         other => WaitReply::Refused(redis::RedisError::from((
@@ -151,8 +155,13 @@ fn split(replies: Vec<RedisResult<Value>>) -> RedisResult<(Value, WaitReply)> {
             "unexpected WAIT reply",
             format!("{other:?}"),
         ))),
-    };
-    Ok((value, wait))
+    }
+}
+
+fn split(replies: Vec<RedisResult<Value>>) -> RedisResult<(Value, WaitReply)> {
+    let mut replies = replies.into_iter();
+    let value = replies.next().unwrap_or(Ok(Value::Nil))?;
+    Ok((value, wait_reply(replies.next())))
 }
 
 #[cfg(test)]
