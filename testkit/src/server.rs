@@ -201,10 +201,14 @@ impl RedisServer {
     }
 
     /// A raw multiplexed connection, for assertions independent of the
-    /// library under test. Panics if it cannot connect.
+    /// library under test. Panics if it cannot connect. Its replies may take
+    /// up to 10 s (redis-rs's default, 500 ms, failed an observer's `KEYS *`
+    /// on a loaded CI machine): an observer waits out the load it observes.
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(std::time::Duration::from_secs(10)));
         self.redis_client()
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url()))
     }
