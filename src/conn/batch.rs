@@ -39,8 +39,9 @@ struct Entry {
 
 type Queue = Arc<Mutex<Vec<Entry>>>;
 
-fn lock(queue: &Mutex<Vec<Entry>>) -> MutexGuard<'_, Vec<Entry>> {
-    // A panic while holding it leaves a plain list behind: still usable.
+/// The calls waiting in a queue of this module or of sync_batch.rs.
+pub(super) fn lock<T>(queue: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding it leaves a plain value behind: still usable.
     queue.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -81,12 +82,33 @@ impl Batch {
     }
 }
 
-/// The error of a call whose batch was never sent, or whose task ended without its reply.
-fn unsent() -> RedisError {
+/// The error of a call whose batch (or round of synced calls, sync_batch.rs) was never sent,
+/// or whose task ended without its reply.
+pub(super) fn unsent() -> RedisError {
     RedisError::from(std::io::Error::new(
         std::io::ErrorKind::BrokenPipe,
         "the batch of calls this call was in was dropped before its reply (the runtime shut down)",
     ))
+}
+
+/// Sends `pipe` (`ignore_errors`) on `conn`: each command's reply, its error as an `Err` (as
+/// `sync.rs` reads its pipeline), or the pipeline's error, also when the reply does not have
+/// one value per command.
+pub(super) async fn query_each(
+    pipe: &redis::Pipeline,
+    conn: &mut MultiplexedConnection,
+    commands: usize,
+) -> RedisResult<Vec<RedisResult<Value>>> {
+    let values = pipe.query_async::<Vec<RedisResult<Value>>>(conn).await?;
+    if values.len() == commands {
+        Ok(values)
+    } else {
+        Err(RedisError::from((
+            redis::ErrorKind::Client,
+            "a pipeline's reply did not have one value per command",
+            format!("{commands} commands, {} values", values.len()),
+        )))
+    }
 }
 
 /// The task that sends one batch: the calls queued from the first until it takes them.
@@ -159,22 +181,7 @@ async fn send_run(mut run: Vec<Entry>) {
         pipe.add_command(entry.cmd);
         replies.push(entry.reply);
     }
-    // Each command's reply, its error as an `Err` (as `sync.rs` reads its pipeline).
-    let values = pipe
-        .query_async::<Vec<RedisResult<Value>>>(&mut conn)
-        .await
-        .and_then(|values| {
-            if values.len() == replies.len() {
-                Ok(values)
-            } else {
-                Err(RedisError::from((
-                    redis::ErrorKind::Client,
-                    "a pipeline's reply did not have one value per command",
-                    format!("{} commands, {} values", replies.len(), values.len()),
-                )))
-            }
-        });
-    match values {
+    match query_each(&pipe, &mut conn, replies.len()).await {
         Ok(values) => {
             for (reply, value) in replies.into_iter().zip(values) {
                 let _ = reply.send(value);

@@ -22,12 +22,13 @@
 //! order, and an error answers only its own call. A round whose task was dropped unrun (the
 //! runtime shut down) answers its calls as never sent.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use redis::aio::MultiplexedConnection;
-use redis::{Cmd, RedisError, RedisResult, Value};
+use redis::{Cmd, RedisResult, Value};
 use tokio::sync::oneshot;
 
+use super::batch::{lock, query_each, unsent};
 use super::sync::{WaitFor, WaitReply};
 
 /// One call's reply in a round: its own, and the round's `WAIT`'s.
@@ -50,11 +51,6 @@ struct Round<S, H> {
 }
 
 type Open<S, H> = Arc<Mutex<Option<Round<S, H>>>>;
-
-fn lock<T>(open: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding it leaves a plain value behind: still usable.
-    open.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The open round of a server's synced calls (see the module's documentation).
 pub(super) struct Rounds<S, H> {
@@ -145,15 +141,6 @@ impl<S: Clone + Send + 'static, H: Send + Sync + 'static> Rounds<S, H> {
     }
 }
 
-/// The error of a call whose round was never written.
-fn unsent() -> RedisError {
-    RedisError::from(std::io::Error::new(
-        std::io::ErrorKind::BrokenPipe,
-        "the round of synced calls this call was in was dropped before its reply (the runtime \
-         shut down)",
-    ))
-}
-
 /// The task that writes one round.
 struct Flush<S, H> {
     open: Open<S, H>,
@@ -207,20 +194,7 @@ async fn send<S, H>(round: Round<S, H>) {
         replies.push(reply);
     }
     super::sync::add_wait(&mut pipe, wait);
-    let values = pipe
-        .query_async::<Vec<RedisResult<Value>>>(&mut conn)
-        .await
-        .and_then(|values| {
-            if values.len() == replies.len() + 1 {
-                Ok(values)
-            } else {
-                Err(RedisError::from((
-                    redis::ErrorKind::Client,
-                    "a pipeline's reply did not have one value per command",
-                    format!("{} commands, {} values", replies.len() + 1, values.len()),
-                )))
-            }
-        });
+    let values = query_each(&pipe, &mut conn, replies.len() + 1).await;
     let held = Arc::new(held);
     match values {
         Ok(mut values) => {
