@@ -209,11 +209,7 @@ async fn synced_calls_in_flight_together_share_a_wait_and_each_is_acknowledged()
     let names: Vec<String> = (0..TASKS).map(|i| format!("{base}:{i}")).collect();
 
     reset_stats(&mut raw).await;
-    let guards = all_at_once(&names, |name| {
-        let client = client.clone();
-        async move { client.lock(name).try_lock().await }
-    })
-    .await;
+    let guards = try_lock_all(&client, &names).await;
     let guards: Vec<_> = guards
         .into_iter()
         .map(|r| r.expect("acknowledged").expect("free"))
@@ -264,11 +260,7 @@ async fn synced_calls_in_flight_together_share_a_wait_and_each_is_acknowledged()
         .query_async(&mut raw)
         .await
         .unwrap();
-    let guards = all_at_once(&names[..16], |name| {
-        let client = client.clone();
-        async move { client.lock(name).try_lock().await }
-    })
-    .await;
+    let guards = try_lock_all(&client, &names[..16]).await;
     for (name, r) in names.iter().zip(guards) {
         let guard = r.expect("acknowledged").expect("free");
         assert_eq!(
@@ -281,11 +273,7 @@ async fn synced_calls_in_flight_together_share_a_wait_and_each_is_acknowledged()
 
     // The replica stopped: no round is acknowledged, and every grant is given back.
     replica.pause();
-    let refused = all_at_once(&names[..8], |name| {
-        let client = client.clone();
-        async move { client.lock(name).try_lock().await }
-    })
-    .await;
+    let refused = try_lock_all(&client, &names[..8]).await;
     replica.resume();
     for (name, r) in names.iter().zip(refused) {
         match r {
@@ -307,13 +295,16 @@ fn synced_client(master: &RedisServer, timeout: Duration) -> Client {
         .unwrap()
 }
 
-/// Runs `f` on every item, all in flight together (polled in one pass of one task); their
+/// `try_lock()` on every name, all in flight together (polled in one pass of one task); the
 /// results in order.
-async fn all_at_once<'a, T, R, Fut: std::future::Future<Output = R>>(
-    items: &'a [T],
-    f: impl Fn(&'a T) -> Fut,
-) -> Vec<R> {
-    futures_util::future::join_all(items.iter().map(f)).await
+async fn try_lock_all(
+    client: &Client,
+    names: &[String],
+) -> Vec<Result<Option<redisson_sync::LockGuard>, Error>> {
+    let tries = names
+        .iter()
+        .map(|name| async move { client.lock(name).try_lock().await });
+    futures_util::future::join_all(tries).await
 }
 
 /// A master and one replica, without Sentinel.
