@@ -71,6 +71,26 @@ impl Ctx {
         panic!("no names found on all three masters: {found:?}");
     }
 
+    /// `CLUSTER MYID` of the node at `index`.
+    fn node_id(&self, index: usize) -> String {
+        let mut con = self.cluster.server(index).connect();
+        redis::cmd("CLUSTER").arg("MYID").query(&mut con).unwrap()
+    }
+
+    /// `CLUSTER SETSLOT <slot> NODE <id>` on every node that answers: the slot is `id`'s.
+    fn assign_slot(&self, slot: i64, id: &str) {
+        for node in self.cluster.nodes() {
+            let mut con = self.cluster.server(node.index).connect();
+            let _: Value = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("NODE")
+                .arg(id)
+                .query(&mut con)
+                .unwrap_or(Value::Nil);
+        }
+    }
+
     /// The index of the node listening on `port`.
     fn index_of(&self, port: u16) -> usize {
         self.cluster
@@ -187,7 +207,11 @@ impl Observer {
     }
 }
 
-async fn hgetall(raw: &mut ClusterConnection, key: &str) -> Vec<(String, String)> {
+/// The hash `key` (sorted; empty when absent), through a cluster connection or on one node.
+async fn hgetall<C: redis::aio::ConnectionLike + Send>(
+    raw: &mut C,
+    key: &str,
+) -> Vec<(String, String)> {
     let mut all: Vec<(String, String)> = redis::cmd("HGETALL")
         .arg(key)
         .query_async(raw)
@@ -586,6 +610,243 @@ fn replica_sync_and_credentials_on_every_master(
     })
 }
 
+/// Synced calls in flight together go in rounds per node (sync_batch.rs, cluster.rs): on each
+/// master one script per call and fewer `WAIT`s than calls, and every call returns only once its
+/// write is on that master's replica. A call its node refuses in a round (here `MOVED`: its slot
+/// was handed to another master behind the client's back) is sent again alone and taken where
+/// the slot now is. With a replica stopped, every grant on its master is given back.
+fn synced_calls_in_flight_share_a_wait_per_node(
+    ctx: &mut Ctx,
+) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        use std::collections::BTreeMap;
+
+        use common::{command_stats, reset_stats, script_calls};
+
+        const PER_MASTER: usize = 12;
+        // Replica sync is on by default in a cluster (`auto`).
+        let client = Client::builder()
+            .cluster(ctx.seeds())
+            .replica_sync_timeout(ms(500))
+            .connect()
+            .await
+            .unwrap();
+        // PER_MASTER names on each master, by its port.
+        let base = unique_name("round");
+        let mut by_master: BTreeMap<u16, (ClusterNode, Vec<String>)> = BTreeMap::new();
+        for i in 0..2000 {
+            if by_master.len() == 3 && by_master.values().all(|(_, n)| n.len() == PER_MASTER) {
+                break;
+            }
+            let name = format!("{base}:{i}");
+            let node = ctx.cluster.node_for_key(&name);
+            let (_, names) = by_master.entry(node.port).or_insert((node, Vec::new()));
+            if names.len() < PER_MASTER {
+                names.push(name);
+            }
+        }
+        assert!(
+            by_master.len() == 3 && by_master.values().all(|(_, n)| n.len() == PER_MASTER),
+            "{PER_MASTER} names on each master: {by_master:?}"
+        );
+        let names: Vec<String> = by_master
+            .values()
+            .flat_map(|(_, n)| n.iter().cloned())
+            .collect();
+        let mut masters = Vec::new();
+        let mut replicas = Vec::new();
+        for (node, names) in by_master.values() {
+            masters.push(ctx.cluster.server(node.index).conn().await);
+            let replica = ctx.replica_of(&names[0]);
+            let mut con = ctx.cluster.server(replica.index).conn().await;
+            let () = redis::cmd("READONLY").query_async(&mut con).await.unwrap();
+            replicas.push(con);
+        }
+        // Each replica acknowledges writes (right after the cluster started it may still be
+        // loading what its master sent it).
+        for (i, (node, names)) in by_master.values().enumerate() {
+            let probe = format!("{{{}}}:probe", names[0]);
+            let () = redis::cmd("SET")
+                .arg(&probe)
+                .arg(1)
+                .query_async(&mut masters[i])
+                .await
+                .unwrap();
+            let acked: i64 = redis::cmd("WAIT")
+                .arg(1)
+                .arg(10_000)
+                .query_async(&mut masters[i])
+                .await
+                .unwrap();
+            assert_eq!(
+                acked, 1,
+                "the replica of {} acknowledged nothing in 10 s",
+                node.port
+            );
+            let () = redis::cmd("DEL")
+                .arg(&probe)
+                .query_async(&mut masters[i])
+                .await
+                .unwrap();
+        }
+        // One call at a time (each alone): scripts loaded on every master, every slot's
+        // connection identity and every master's replica count read.
+        one_at_a_time(&client, &names).await;
+
+        for master in &mut masters {
+            reset_stats(master).await;
+        }
+        let guards = all_taken(&client, &names).await;
+        for (i, (node, names)) in by_master.values().enumerate() {
+            let waited = command_stats(&mut masters[i], "wait").await.calls;
+            assert_eq!(
+                script_calls(&mut masters[i]).await,
+                PER_MASTER as u64,
+                "one script per acquire on master {}",
+                node.port
+            );
+            assert!(
+                (1..PER_MASTER as u64).contains(&waited),
+                "{waited} WAITs on master {} for {PER_MASTER} acquires in flight together",
+                node.port
+            );
+            for name in names {
+                let held = hgetall(&mut masters[i], name).await;
+                assert_eq!(held.len(), 1, "{name}: {held:?}");
+                assert_eq!(
+                    hgetall(&mut replicas[i], name).await,
+                    held,
+                    "{name} on the replica of {}",
+                    node.port
+                );
+            }
+        }
+        let released = futures_util::future::join_all(guards.into_iter().map(|g| g.unlock())).await;
+        for r in released {
+            r.expect("released");
+        }
+        for (i, (node, names)) in by_master.values().enumerate() {
+            let waited = command_stats(&mut masters[i], "wait").await.calls;
+            assert_eq!(script_calls(&mut masters[i]).await, 2 * PER_MASTER as u64);
+            assert!(
+                waited < 2 * PER_MASTER as u64,
+                "{waited} WAITs on master {} for {} synced calls",
+                node.port,
+                2 * PER_MASTER
+            );
+            for name in names {
+                assert!(
+                    hgetall(&mut replicas[i], name).await.is_empty(),
+                    "{name} still on the replica of {}",
+                    node.port
+                );
+            }
+        }
+
+        // A round refused in part: `a`'s slot handed from the first master to the second
+        // everywhere, which the client's slot map does not know yet. `c` (on the third master)
+        // goes alone; `a` opens a round on the first master and `b` joins it. The first master
+        // answers `a` MOVED and runs `b`: one WAIT there; `a` goes again alone and is taken on
+        // the second master. (Without rounds `a` and `b` would each send a WAIT there.)
+        let (first, second, third) = {
+            let nodes: Vec<&(ClusterNode, Vec<String>)> = by_master.values().collect();
+            (nodes[0].clone(), nodes[1].0, nodes[2].1[0].clone())
+        };
+        let (a, b, c) = (first.1[0].clone(), first.1[1].clone(), third);
+        let slot: i64 = {
+            let mut con = ctx.cluster.server(first.0.index).connect();
+            redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(&a)
+                .query(&mut con)
+                .unwrap()
+        };
+        let hand_over = |to: usize| ctx.assign_slot(slot, &ctx.node_id(to));
+        // Replica counts read again (they are kept for 5 s), so that no call waits for one.
+        one_at_a_time(&client, &[c.clone(), a.clone(), b.clone()]).await;
+        hand_over(second.index);
+        reset_stats(&mut masters[0]).await;
+        reset_stats(&mut masters[1]).await;
+        let tries = [c.clone(), a.clone(), b.clone()];
+        let guards = all_taken(&client, &tries).await;
+        assert_eq!(
+            command_stats(&mut masters[0], "wait").await.calls,
+            1,
+            "a and b in one round on the first master"
+        );
+        assert_eq!(script_calls(&mut masters[0]).await, 1, "b ran there");
+        assert_eq!(hgetall(&mut masters[0], &b).await.len(), 1);
+        assert_eq!(script_calls(&mut masters[1]).await, 1, "a ran there");
+        assert_eq!(hgetall(&mut masters[1], &a).await.len(), 1);
+        for guard in guards {
+            guard.unlock().await.unwrap();
+        }
+        hand_over(first.0.index);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ctx.cluster.node_for_key(&a).port != first.0.port {
+            assert!(Instant::now() < deadline, "slot {slot} not back in 10 s");
+            sleep(ms(50)).await;
+        }
+
+        // The first master's replica stopped: no round there is acknowledged, and every grant
+        // is given back.
+        let paused = ctx.replica_of(&first.1[0]);
+        one_at_a_time(&client, &first.1).await;
+        ctx.cluster.pause(paused.index);
+        let refused = in_flight_together(&client, &first.1).await;
+        ctx.cluster.resume(paused.index);
+        for (name, r) in first.1.iter().zip(refused) {
+            match r {
+                Err(Error::ReplicasNotSynced { replicas: 1, .. }) => {}
+                other => panic!("{name}: expected ReplicasNotSynced, got {other:?}"),
+            }
+            assert!(
+                hgetall(&mut masters[0], name).await.is_empty(),
+                "{name} was given back"
+            );
+        }
+        client.shutdown().await;
+    })
+}
+
+/// Takes and releases each lock, one call at a time (each goes alone).
+async fn one_at_a_time(client: &Client, names: &[String]) {
+    for name in names {
+        let guard = client.lock(name.clone()).try_lock().await.unwrap().unwrap();
+        guard.unlock().await.unwrap();
+    }
+}
+
+/// Every lock taken by [`in_flight_together`], each free and acknowledged.
+async fn all_taken(client: &Client, names: &[String]) -> Vec<redisson_sync::LockGuard> {
+    in_flight_together(client, names)
+        .await
+        .into_iter()
+        .zip(names)
+        .map(|(r, name)| r.unwrap_or_else(|e| panic!("{name}: {e}")).expect(name))
+        .collect()
+}
+
+/// `try_lock()` on every name, all in flight together, polled in one pass of one spawned task
+/// (so that a round's task, spawned by the first call of the round, runs only after every call
+/// of the pass joined); the results in order.
+async fn in_flight_together(
+    client: &Client,
+    names: &[String],
+) -> Vec<Result<Option<redisson_sync::LockGuard>, Error>> {
+    let client = client.clone();
+    let names = names.to_vec();
+    tokio::spawn(async move {
+        let tries = names.iter().map(|name| {
+            let lock = client.lock(name.clone());
+            async move { lock.try_lock().await }
+        });
+        futures_util::future::join_all(tries).await
+    })
+    .await
+    .unwrap()
+}
+
 /// A name whose derived keys fall in other slots is refused before anything is written.
 fn names_across_slots_are_refused(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = ()> + '_>> {
     Box::pin(async move {
@@ -861,11 +1122,7 @@ fn slot_migration_is_transparent(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = (
                 .query(&mut con)
                 .unwrap()
         };
-        let id = |index: usize| -> String {
-            let mut con = ctx.cluster.server(index).connect();
-            redis::cmd("CLUSTER").arg("MYID").query(&mut con).unwrap()
-        };
-        let (source_id, target_id) = (id(source.index), id(target.index));
+        let (source_id, target_id) = (ctx.node_id(source.index), ctx.node_id(target.index));
         let mut src = ctx.cluster.server(source.index).connect();
         let mut dst = ctx.cluster.server(target.index).connect();
         let () = redis::cmd("CLUSTER")
@@ -908,16 +1165,7 @@ fn slot_migration_is_transparent(ctx: &mut Ctx) -> Pin<Box<dyn Future<Output = (
                 .arg(&keys);
             let _: Value = migrate.query(&mut src).unwrap();
         }
-        for node in ctx.cluster.nodes() {
-            let mut con = ctx.cluster.server(node.index).connect();
-            let _: Value = redis::cmd("CLUSTER")
-                .arg("SETSLOT")
-                .arg(slot)
-                .arg("NODE")
-                .arg(&target_id)
-                .query(&mut con)
-                .unwrap_or(Value::Nil);
-        }
+        ctx.assign_slot(slot, &target_id);
         let deadline = Instant::now() + Duration::from_secs(10);
         while ctx.cluster.node_for_key(&name).port != target.port {
             assert!(
@@ -1257,6 +1505,10 @@ const TESTS: &[(&str, TestFn)] = &[
     (
         "replica_sync_and_credentials_on_every_master",
         replica_sync_and_credentials_on_every_master,
+    ),
+    (
+        "synced_calls_in_flight_share_a_wait_per_node",
+        synced_calls_in_flight_share_a_wait_per_node,
     ),
     (
         "names_across_slots_are_refused",

@@ -155,27 +155,9 @@ async fn a_cluster_over_tls_serves_every_master() {
         return;
     }
     let files = TlsFiles::generate();
-    let cluster = tokio::task::spawn_blocking({
-        let builder = testkit::RedisCluster::builder().masters(3).tls(&files);
-        move || builder.start()
-    })
-    .await
-    .unwrap();
-    let ca = files.ca_cert().to_string_lossy().into_owned();
-    let client = Client::builder()
-        .cluster(cluster.tls_seed_urls())
-        .tls_ca_cert(&ca)
-        .recheck_interval(Duration::from_secs(60))
-        .connect()
-        .await
-        .unwrap();
-    let waiters = Client::builder()
-        .cluster(cluster.tls_seed_urls())
-        .tls_ca_cert(&ca)
-        .recheck_interval(Duration::from_secs(60))
-        .connect()
-        .await
-        .unwrap();
+    let cluster = tls_cluster(&files, 0).await;
+    let client = tls_cluster_client(&cluster, &files).await;
+    let waiters = tls_cluster_client(&cluster, &files).await;
     // A name on each master (found through the plain ports).
     let mut names: Vec<(String, u16)> = Vec::new();
     for i in 0..200 {
@@ -217,6 +199,106 @@ async fn a_cluster_over_tls_serves_every_master() {
     }
     client.shutdown().await;
     waiters.shutdown().await;
+}
+
+/// Three masters with `replicas` each, over TLS with `files`.
+async fn tls_cluster(files: &TlsFiles, replicas: usize) -> testkit::RedisCluster {
+    let builder = testkit::RedisCluster::builder()
+        .masters(3)
+        .replicas(replicas)
+        .tls(files);
+    tokio::task::spawn_blocking(move || builder.start())
+        .await
+        .unwrap()
+}
+
+/// A client of `cluster` over TLS, trusting `files`' CA; re-checks of waiters a minute apart.
+async fn tls_cluster_client(cluster: &testkit::RedisCluster, files: &TlsFiles) -> Client {
+    Client::builder()
+        .cluster(cluster.tls_seed_urls())
+        .tls_ca_cert(files.ca_cert().to_string_lossy())
+        .recheck_interval(Duration::from_secs(60))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// A cluster's synced calls in flight together go in rounds on connections of their own to the
+/// node (cluster_rounds.rs), opened over TLS with the client's CA like its other connections:
+/// 8 acquires on one master in flight together run 8 scripts under fewer `WAIT`s there, and
+/// the master lists the rounds' connection beside the cluster client's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_clusters_synced_calls_go_in_rounds_over_tls() {
+    if no_tls() {
+        return;
+    }
+    const CALLS: usize = 8;
+    let files = TlsFiles::generate();
+    let cluster = tls_cluster(&files, 1).await;
+    // Replica sync is on by default in a cluster.
+    let client = tls_cluster_client(&cluster, &files).await;
+    let base = unique_name("tls-rounds");
+    let port = cluster.node_for_key(&base).port;
+    let names: Vec<String> = (0..1000)
+        .map(|i| format!("{base}:{i}"))
+        .filter(|name| cluster.node_for_key(name).port == port)
+        .take(CALLS)
+        .collect();
+    assert_eq!(names.len(), CALLS);
+    let mut plain = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // The replica acknowledges writes; then, one call at a time, every slot's connection
+    // identity and replica count are read and the scripts loaded.
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10_000)
+        .query_async(&mut plain)
+        .await
+        .unwrap();
+    assert_eq!(acked, 1, "the replica of {port} is not acknowledging");
+    for name in &names {
+        let guard = client.lock(name).try_lock().await.unwrap().unwrap();
+        guard.unlock().await.unwrap();
+    }
+    let clients_before = common::client_list(&mut plain, &["TYPE", "normal"])
+        .await
+        .len();
+    common::reset_stats(&mut plain).await;
+    let guards = tokio::spawn({
+        let client = client.clone();
+        let names = names.clone();
+        async move {
+            let tries = names.iter().map(|name| {
+                let lock = client.lock(name);
+                async move { lock.try_lock().await }
+            });
+            futures_util::future::join_all(tries).await
+        }
+    })
+    .await
+    .unwrap();
+    let waited = common::command_stats(&mut plain, "wait").await.calls;
+    assert_eq!(common::script_calls(&mut plain).await, CALLS as u64);
+    assert!(
+        (1..CALLS as u64).contains(&waited),
+        "{waited} WAITs for {CALLS} acquires in flight together"
+    );
+    let clients_after = common::client_list(&mut plain, &["TYPE", "normal"])
+        .await
+        .len();
+    assert!(
+        clients_after > clients_before,
+        "no connection of the rounds: {clients_before} clients before, {clients_after} after"
+    );
+    for (name, guard) in names.iter().zip(guards) {
+        let guard = guard.unwrap().unwrap_or_else(|| panic!("{name} not taken"));
+        assert!(exists(&mut plain, name).await, "{name} not on its master");
+        guard.unlock().await.unwrap();
+    }
+    client.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,10 +14,11 @@
 //!
 //! On top of that: the pub/sub flavour (§1.6), the identity of the connection a request went
 //! on (so that a request of unknown outcome can be cut off at its node), clear errors for a
-//! wrong topology, and the check that a name's keys share one slot.
+//! wrong topology, the check that a name's keys share one slot, and synced calls in flight
+//! together written in rounds per node (cluster_rounds.rs).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -27,7 +28,9 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, Sl
 use redis::{ProtocolVersion, PushInfo, Value};
 use tokio::sync::{OnceCell, mpsc};
 
+use super::batch::InFlight;
 use super::call::{Body, Call, ServerClient};
+use super::cluster_rounds::NodeRounds;
 use super::sync::{self, WaitFor, WaitReply};
 use super::tls::Tls;
 use crate::config::{Config, PubSubMode};
@@ -74,6 +77,10 @@ pub(super) struct Cluster {
     command_timeout: Duration,
     connect_timeout: Duration,
     closed: AtomicBool,
+    /// Synced calls in flight: from the second on, they go in rounds.
+    synced_in_flight: AtomicUsize,
+    /// The rounds of synced calls in flight together, per node (cluster_rounds.rs).
+    rounds: NodeRounds,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -127,6 +134,7 @@ impl Cluster {
         tls: &Tls,
     ) -> Result<Self, BuildError> {
         let credentials = (config.username.clone(), config.password.clone());
+        let provider_for_rounds = provider.clone();
         let calls = seeds(&config.cluster_nodes, &credentials, provider.as_ref(), tls)
             .connection_timeout(config.connect_timeout)
             .response_timeout(config.command_timeout)
@@ -148,6 +156,17 @@ impl Cluster {
             command_timeout: config.command_timeout,
             connect_timeout: config.connect_timeout,
             closed: AtomicBool::new(false),
+            synced_in_flight: AtomicUsize::new(0),
+            rounds: NodeRounds::new(
+                rounds_base(config)?,
+                provider_for_rounds,
+                tls.clone(),
+                (
+                    config.connect_timeout,
+                    config.command_timeout + config.replica_sync_timeout,
+                ),
+                config.pool_size,
+            ),
         })
     }
 
@@ -250,21 +269,29 @@ impl Cluster {
             target: SingleNodeRoutingInfo::SpecificNode(route),
             asking: false,
         };
+        // The identity of the slot's connection: recorded for the cut-off of an unknown
+        // outcome, and the node a synced call's round is by.
+        let mut identity = None;
+        if call.sent.is_some() || wait.is_some() {
+            identity = self.identities().get(&route).cloned();
+            if identity.is_none() {
+                identity = Box::pin(self.identity(&mut routed.conn, route)).await;
+            }
+        }
         if let Some(sent) = call.sent {
-            let known = self.identities().get(&route).cloned();
-            let identity = match known {
-                Some(known) => Some(known),
-                None => Box::pin(self.identity(&mut routed.conn, route)).await,
-            };
-            sent.record(identity);
+            sent.record(identity.clone());
         }
         let request = async {
             if let Some(wait) = wait {
-                // The call then WAIT, pipelined to the slot's master (redirects followed as
-                // for one command).
-                return Box::pin(sync::send(&mut routed, &call.body, wait))
-                    .await
-                    .map(|(value, reply)| (value, Some(reply)));
+                return Box::pin(self.run_synced(
+                    call,
+                    limit,
+                    &mut routed,
+                    identity.as_ref(),
+                    wait,
+                ))
+                .await
+                .map(|(value, reply)| (value, Some(reply)));
             }
             match call.body {
                 Body::Script(invocation) if call.load_first => {
@@ -319,6 +346,67 @@ impl Cluster {
                 Error::from_redis(e, call.key)
             }
         })
+    }
+
+    /// A synced call: the call then `WAIT`, pipelined to the slot's master (redirects followed
+    /// as for one command); while another synced call is in flight, in its node's round, if
+    /// its time limit is the rounds' (that of their connections' replies).
+    async fn run_synced(
+        &self,
+        call: &Call<'_>,
+        limit: Duration,
+        routed: &mut Routed,
+        identity: Option<&Arc<ServerClient>>,
+        wait: WaitFor,
+    ) -> redis::RedisResult<(Value, WaitReply)> {
+        let others = self.synced_in_flight.load(Ordering::Relaxed);
+        let _in_flight = InFlight::new(&self.synced_in_flight);
+        if others > 0
+            && !call.load_first
+            && limit == self.command_timeout + wait.timeout
+            && let Some(identity) = identity
+            && let Some(reply) = self.run_in_round(call, routed, identity, wait).await
+        {
+            return reply;
+        }
+        sync::send(routed, &call.body, wait).await
+    }
+
+    /// A synced call in the round of its node (`own`: its slot's connection's identity, which
+    /// names the node), on a connection of the rounds (cluster_rounds.rs). `None` when it
+    /// goes alone after all: no round to go in there, or the node refused the call without
+    /// running it (`MOVED`, `ASK`, a transition, `NOSCRIPT`); alone, it follows the redirect
+    /// from where this one points, or loads the script.
+    async fn run_in_round(
+        &self,
+        call: &Call<'_>,
+        routed: &mut Routed,
+        own: &Arc<ServerClient>,
+        wait: WaitFor,
+    ) -> Option<redis::RedisResult<(Value, WaitReply)>> {
+        let node = own.node.as_deref()?;
+        let (identity, pending) = self.rounds.join(call, node, wait).await?;
+        if let Some(sent) = call.sent {
+            sent.record(Some(identity));
+        }
+        // The round's connection stays out of other rounds until this call settled.
+        let (reply, held) = pending.reply().await;
+        if let (Err(e), Some(held)) = (&reply, &held)
+            && (e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
+        {
+            held.broken();
+        }
+        match reply {
+            Err(e) if not_run(&e) => {
+                tracing::debug!(error = %e, "a synced call refused in its round; sending it alone");
+                if let Some(sent) = call.sent {
+                    sent.record(Some(own.clone()));
+                }
+                routed.again_after(&e, &mut 0).await;
+                None
+            }
+            reply => Some(reply),
+        }
     }
 
     /// The connection a call on `key` goes on, as its node knows it, asked of the node (`run`
@@ -438,6 +526,7 @@ impl Cluster {
 
     pub(super) fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        self.rounds.close();
     }
 }
 
@@ -554,6 +643,12 @@ impl redis::aio::ConnectionLike for Routed {
     }
 }
 
+/// Whether a call's error in a round proves it did not run, and it is to go again alone: a
+/// redirect or refusal of its node, or `NOSCRIPT`.
+fn not_run(e: &redis::RedisError) -> bool {
+    refusal(e.code()) || super::script::is_noscript_reply(e)
+}
+
 /// Error codes of a request a node refused without running it (see `Routed::again_after`).
 fn refusal(code: Option<&str>) -> bool {
     matches!(
@@ -652,6 +747,21 @@ impl Routed {
         self.target = self.home.clone();
         self.asking = false;
     }
+}
+
+/// The connection settings of a node connection for synced rounds: the first seed's, with the
+/// configured login.
+fn rounds_base(config: &Config) -> Result<redis::ConnectionInfo, BuildError> {
+    use redis::IntoConnectionInfo;
+    let seed = config
+        .cluster_nodes
+        .first()
+        .ok_or_else(|| BuildError::InvalidConfig("no cluster seed node".to_owned()))?;
+    let info = seed
+        .as_str()
+        .into_connection_info()
+        .map_err(BuildError::Url)?;
+    Ok(super::sentinel::with_credentials(info, config))
 }
 
 /// The flavour `mode` gives on a cluster that does (`supported`) or does not have sharded

@@ -16,6 +16,7 @@ mod batch;
 mod call;
 mod capabilities;
 mod cluster;
+mod cluster_rounds;
 mod script;
 mod sentinel;
 mod single;
