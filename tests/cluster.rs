@@ -744,10 +744,10 @@ fn synced_calls_in_flight_share_a_wait_per_node(
         }
 
         // A round refused in part: `a`'s slot handed from the first master to the second
-        // everywhere, which the client's slot map does not know yet. `c` (on the third master)
-        // goes alone; `a` opens a round on the first master and `b` joins it. The first master
-        // answers `a` MOVED and runs `b`: one WAIT there; `a` goes again alone and is taken on
-        // the second master. (Without rounds `a` and `b` would each send a WAIT there.)
+        // everywhere, which the client's slot map does not know yet. `c` goes in a round on the
+        // third master; `a` opens a round on the first master and `b` joins it. The first
+        // master answers `a` MOVED and runs `b`: one WAIT there; `a` goes again alone and is
+        // taken on the second master. (Without rounds `a` and `b` would each send a WAIT there.)
         let (first, second, third) = {
             let nodes: Vec<&(ClusterNode, Vec<String>)> = by_master.values().collect();
             (nodes[0].clone(), nodes[1].0, nodes[2].1[0].clone())
@@ -809,7 +809,7 @@ fn synced_calls_in_flight_share_a_wait_per_node(
     })
 }
 
-/// Takes and releases each lock, one call at a time (each goes alone).
+/// Takes and releases each lock, one call at a time (each a round of one).
 async fn one_at_a_time(client: &Client, names: &[String]) {
     for name in names {
         let guard = client.lock(name.clone()).try_lock().await.unwrap().unwrap();

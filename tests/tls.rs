@@ -226,7 +226,8 @@ async fn tls_cluster_client(cluster: &testkit::RedisCluster, files: &TlsFiles) -
 /// A cluster's synced calls in flight together go in rounds on connections of their own to the
 /// node (cluster_rounds.rs), opened over TLS with the client's CA like its other connections:
 /// 8 acquires on one master in flight together run 8 scripts under fewer `WAIT`s there, and
-/// the master lists the rounds' connection beside the cluster client's.
+/// the master lists the rounds' connection (opened by the first synced call) beside the
+/// cluster client's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_clusters_synced_calls_go_in_rounds_over_tls() {
     if no_tls() {
@@ -259,13 +260,13 @@ async fn a_tls_clusters_synced_calls_go_in_rounds_over_tls() {
         .await
         .unwrap();
     assert_eq!(acked, 1, "the replica of {port} is not acknowledging");
+    let clients_before = common::client_list(&mut plain, &["TYPE", "normal"])
+        .await
+        .len();
     for name in &names {
         let guard = client.lock(name).try_lock().await.unwrap().unwrap();
         guard.unlock().await.unwrap();
     }
-    let clients_before = common::client_list(&mut plain, &["TYPE", "normal"])
-        .await
-        .len();
     common::reset_stats(&mut plain).await;
     let guards = tokio::spawn({
         let client = client.clone();

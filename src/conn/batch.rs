@@ -19,29 +19,12 @@
 //! its outcome as if sent alone. A batch that could not be sent (its task dropped unrun, as
 //! when the runtime shuts down) answers every call in it with a dropped connection.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use redis::aio::MultiplexedConnection;
 use redis::{Cmd, RedisError, RedisResult, Value};
 use tokio::sync::oneshot;
-
-/// Counts one call in flight while it lives (from how many are, calls decide whether to wait
-/// for others to go with: here, in sync_batch.rs).
-pub(super) struct InFlight<'a>(&'a AtomicUsize);
-
-impl<'a> InFlight<'a> {
-    pub(super) fn new(n: &'a AtomicUsize) -> Self {
-        n.fetch_add(1, Ordering::Relaxed);
-        Self(n)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 /// One call waiting to be sent.
 struct Entry {

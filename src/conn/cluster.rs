@@ -18,7 +18,7 @@
 //! together written in rounds per node (cluster_rounds.rs).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,7 +28,6 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, Sl
 use redis::{ProtocolVersion, PushInfo, Value};
 use tokio::sync::{OnceCell, mpsc};
 
-use super::batch::InFlight;
 use super::call::{Body, Call, ServerClient};
 use super::cluster_rounds::NodeRounds;
 use super::sync::{self, WaitFor, WaitReply};
@@ -77,8 +76,6 @@ pub(super) struct Cluster {
     command_timeout: Duration,
     connect_timeout: Duration,
     closed: AtomicBool,
-    /// Synced calls in flight: from the second on, they go in rounds.
-    synced_in_flight: AtomicUsize,
     /// The rounds of synced calls in flight together, per node (cluster_rounds.rs).
     rounds: NodeRounds,
 }
@@ -156,7 +153,6 @@ impl Cluster {
             command_timeout: config.command_timeout,
             connect_timeout: config.connect_timeout,
             closed: AtomicBool::new(false),
-            synced_in_flight: AtomicUsize::new(0),
             rounds: NodeRounds::new(
                 rounds_base(config)?,
                 provider_for_rounds,
@@ -278,7 +274,9 @@ impl Cluster {
                 identity = Box::pin(self.identity(&mut routed.conn, route)).await;
             }
         }
-        if let Some(sent) = call.sent {
+        if let Some(sent) = call.sent
+            && wait.is_none()
+        {
             sent.record(identity.clone());
         }
         let request = async {
@@ -348,9 +346,11 @@ impl Cluster {
         })
     }
 
-    /// A synced call: the call then `WAIT`, pipelined to the slot's master (redirects followed
-    /// as for one command); while another synced call is in flight, in its node's round, if
-    /// its time limit is the rounds' (that of their connections' replies).
+    /// A synced call: in its node's round (cluster_rounds.rs) if its time limit is the
+    /// rounds' (that of their connections' replies), so that no `WAIT` blocks the cluster
+    /// connection other calls share; otherwise, or if the node cannot be reached that way,
+    /// alone: the call then `WAIT`, pipelined to the slot's master (redirects followed as for
+    /// one command).
     async fn run_synced(
         &self,
         call: &Call<'_>,
@@ -359,15 +359,17 @@ impl Cluster {
         identity: Option<&Arc<ServerClient>>,
         wait: WaitFor,
     ) -> redis::RedisResult<(Value, WaitReply)> {
-        let others = self.synced_in_flight.load(Ordering::Relaxed);
-        let _in_flight = InFlight::new(&self.synced_in_flight);
-        if others > 0
-            && !call.load_first
+        if !call.load_first
             && limit == self.command_timeout + wait.timeout
             && let Some(identity) = identity
             && let Some(reply) = self.run_in_round(call, routed, identity, wait).await
         {
             return reply;
+        }
+        // Where it goes alone (recorded only now: a call that waited for a round's connection
+        // until its time ran out was never sent).
+        if let Some(sent) = call.sent {
+            sent.record(identity.cloned());
         }
         sync::send(routed, &call.body, wait).await
     }
@@ -399,9 +401,6 @@ impl Cluster {
         match reply {
             Err(e) if not_run(&e) => {
                 tracing::debug!(error = %e, "a synced call refused in its round; sending it alone");
-                if let Some(sent) = call.sent {
-                    sent.record(Some(own.clone()));
-                }
                 routed.again_after(&e, &mut 0).await;
                 None
             }

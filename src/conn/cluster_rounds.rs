@@ -7,19 +7,22 @@
 //! fails the whole pipeline, so the replies of the commands that did run are lost, and a round
 //! of several calls' scripts could not go through it.
 //!
-//! So while another synced call is in flight, a synced call goes in its node's round
-//! (sync_batch.rs, as on a single server) on connections of their own to that node, opened on
-//! first use to the address the node reports for the call's slot (`laddr` of `CLIENT INFO`),
-//! with the client's login and TLS settings: the scripts of the calls that come while the
-//! round forms, then one `WAIT`, as one pipeline. Each round in flight holds one of the node's
+//! So a synced call goes in its node's round (sync_batch.rs, as on a single server; a call
+//! alone is a round of one) on connections of the rounds' own to that node, opened on first
+//! use to the address the node reports for the call's slot (`laddr` of `CLIENT INFO`), with
+//! the client's login and TLS settings: the scripts of the calls that come while the round
+//! forms, then one `WAIT`, as one pipeline. Each round in flight holds one of the node's
 //! connections (at most the client's pool size per node), so that a slow `WAIT` delays only
-//! its own calls. Each reply is the call's own: a call the node refused without running it
-//! (`MOVED`, `ASK`, a transition, `NOSCRIPT`) goes again alone through the cluster client,
-//! which follows the redirect or loads the script. A call records its round's connection
-//! before the round goes, so that an unknown outcome is cut off there; that connection is not
-//! used again. A node that cannot be reached this way (an address not reachable from here, a
-//! certificate for another name) is tried again after [`RETRY_AFTER`], its synced calls going
-//! alone meanwhile, as they do when every connection to the node is in a round.
+//! its own calls; while all are in rounds, a call waits for one to come back (or for a round
+//! it can join). No `WAIT` then blocks the cluster connection that every other call shares
+//! (with synced calls alone on it, a flood of them held up the replica count's `INFO` for
+//! seconds: S14 at 10,000 fair-lock waiters on a cluster). Each reply is the call's own: a
+//! call the node refused without running it (`MOVED`, `ASK`, a transition, `NOSCRIPT`) goes
+//! again alone through the cluster client, which follows the redirect or loads the script. A
+//! call records its round's connection before the round goes, so that an unknown outcome is
+//! cut off there; that connection is not used again. A node that cannot be reached this way
+//! (an address not reachable from here, a certificate for another name) is tried again after
+//! [`RETRY_AFTER`], its synced calls going alone meanwhile.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisResult};
+use tokio::sync::Notify;
 
 use super::call::{Body, Call, ServerClient};
 use super::sync::WaitFor;
@@ -60,6 +64,8 @@ type Opened = (MultiplexedConnection, Arc<ServerClient>);
 /// would wait for it.
 struct Link {
     idle: Mutex<(Vec<Opened>, usize)>,
+    /// Notified whenever a connection leaves a round (back to `idle`, or closed).
+    freed: Notify,
     /// Since when the node could not be connected to (its calls go alone until
     /// [`RETRY_AFTER`] later).
     unreachable: Mutex<Option<Instant>>,
@@ -83,11 +89,14 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let mut idle = self.link.idle();
-        match self.opened.take() {
-            Some(opened) if !self.broken.load(Ordering::Acquire) => idle.0.push(opened),
-            _ => idle.1 -= 1,
+        {
+            let mut idle = self.link.idle();
+            match self.opened.take() {
+                Some(opened) if !self.broken.load(Ordering::Acquire) => idle.0.push(opened),
+                _ => idle.1 -= 1,
+            }
         }
+        self.link.freed.notify_waiters();
     }
 }
 
@@ -118,9 +127,11 @@ impl NodeRounds {
     }
 
     /// `call` in the open round of `node` (the address its slot's master reports), or in one
-    /// it opens there: the identity of the round's connection and the reply to come. `None`
-    /// when it is to go alone: the node cannot be connected to this way, every connection to
-    /// it is in a round, or a round with another `WAIT` is open there.
+    /// it opens there: the identity of the round's connection and the reply to come. While
+    /// every connection to the node is in a round, it waits for one (or for a round it can
+    /// join) up to the call's time limit, which bounds the whole call. `None` when it is to go
+    /// alone: the node cannot be connected to this way, or a round with another `WAIT` is
+    /// open there.
     pub(super) async fn join(
         &self,
         call: &Call<'_>,
@@ -128,17 +139,26 @@ impl NodeRounds {
         wait: WaitFor,
     ) -> Option<(Arc<ServerClient>, Pending<Held>)> {
         let link = self.link(node);
-        let cmd = match &call.body {
+        let mut cmd = match &call.body {
             Body::Script(invocation) => invocation.eval_cmd().into_owned(),
             Body::Command(cmd) => (*cmd).clone(),
         };
-        let cmd = match link.rounds.join(cmd, wait) {
-            Ok(joined) => return Some(joined),
-            Err(cmd) => cmd,
-        };
-        let held = self.checkout(&link, node).await?;
-        let (conn, identity) = held.opened.clone()?;
-        link.rounds.open(cmd, wait, identity, conn, held)
+        loop {
+            // Created first: woken by any connection freed from here on.
+            let freed = link.freed.notified();
+            cmd = match link.rounds.join(cmd, wait) {
+                Ok(joined) => return Some(joined),
+                Err(cmd) => cmd,
+            };
+            match self.checkout(&link, node).await {
+                Ok(held) => {
+                    let (conn, identity) = held.opened.clone()?;
+                    return link.rounds.open(cmd, wait, identity, conn, held);
+                }
+                Err(false) => return None,
+                Err(true) => freed.await,
+            }
+        }
     }
 
     /// Closes the idle connections (those in a round close once it has settled).
@@ -157,6 +177,7 @@ impl NodeRounds {
         }
         let link = Arc::new(Link {
             idle: Mutex::new((Vec::new(), 0)),
+            freed: Notify::new(),
             unreachable: Mutex::new(None),
             rounds: Rounds::default(),
         });
@@ -164,26 +185,28 @@ impl NodeRounds {
         link
     }
 
-    /// An idle connection to the node, or a new one while it has fewer than `per_node`.
-    async fn checkout(&self, link: &Arc<Link>, node: &str) -> Option<Held> {
+    /// An idle connection to the node, or a new one while it has fewer than `per_node`;
+    /// `Err(true)` when every one is in a round, `Err(false)` when the node cannot be
+    /// connected to this way.
+    async fn checkout(&self, link: &Arc<Link>, node: &str) -> Result<Held, bool> {
         {
             let mut idle = link.idle();
             if let Some(opened) = idle.0.pop() {
-                return Some(Held {
+                return Ok(Held {
                     link: link.clone(),
                     opened: Some(opened),
                     broken: AtomicBool::new(false),
                 });
             }
             if idle.1 >= self.per_node {
-                return None;
+                return Err(true);
             }
             let mut unreachable = link
                 .unreachable
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             if unreachable.is_some_and(|since| since.elapsed() < RETRY_AFTER) {
-                return None;
+                return Err(false);
             }
             *unreachable = None;
             idle.1 += 1;
@@ -200,9 +223,9 @@ impl NodeRounds {
                 .unreachable
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
-            return None;
+            return Err(false);
         }
-        Some(held)
+        Ok(held)
     }
 
     /// Opens a connection to `node`, and has it name itself; `None` (with a warning) if it

@@ -11,7 +11,7 @@ use redis::{AsyncConnectionConfig, Value};
 
 use tokio::sync::watch;
 
-use super::batch::{Batch, InFlight};
+use super::batch::Batch;
 use super::call::{Body, Call, ServerClient};
 use super::sentinel::Source;
 use super::sync::{self, WaitFor, WaitReply};
@@ -180,6 +180,22 @@ struct Lane {
 /// 1.31 / 1.50 / 1.57 / 1.63, 32 tasks 1.43 / 1.46 / 1.49 / 1.36, 64 tasks 1.26 / 1.31 / 1.22 /
 /// 0.91: a batch's task and hand-over cost more than they save while batches are small.
 const SPREAD_BELOW: usize = 32;
+
+/// Counts one call in flight while it lives.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        Self(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 impl Lane {
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Shared, managed::Object<Manager>)>> {
