@@ -102,6 +102,16 @@ pub(crate) enum Body<'a> {
     Command(&'a Cmd),
 }
 
+impl Body<'_> {
+    /// The request as one command of its own (a script as EVALSHA), to write in a pipeline.
+    pub(super) fn to_cmd(self) -> Cmd {
+        match self {
+            Body::Script(invocation) => invocation.eval_cmd().into_owned(),
+            Body::Command(cmd) => cmd.clone(),
+        }
+    }
+}
+
 /// One Redis call, as the seam sees it.
 #[derive(Clone)]
 pub(crate) struct Call<'a> {

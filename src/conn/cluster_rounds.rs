@@ -33,7 +33,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisResult};
 use tokio::sync::Notify;
 
-use super::call::{Body, Call, ServerClient};
+use super::call::{Call, ServerClient};
 use super::sync::WaitFor;
 use super::sync_batch::{Pending, Rounds};
 use super::tls::Tls;
@@ -139,10 +139,7 @@ impl NodeRounds {
         wait: WaitFor,
     ) -> Option<(Arc<ServerClient>, Pending<Held>)> {
         let link = self.link(node);
-        let mut cmd = match &call.body {
-            Body::Script(invocation) => invocation.eval_cmd().into_owned(),
-            Body::Command(cmd) => (*cmd).clone(),
-        };
+        let mut cmd = call.body.to_cmd();
         loop {
             // Created first: woken by any connection freed from here on.
             let freed = link.freed.notified();

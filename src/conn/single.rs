@@ -412,11 +412,7 @@ impl Single {
         limit: Duration,
         wait: WaitFor,
     ) -> Option<Result<(Value, Option<WaitReply>), Sent>> {
-        let cmd = match &call.body {
-            Body::Script(invocation) => invocation.eval_cmd().into_owned(),
-            Body::Command(cmd) => (*cmd).clone(),
-        };
-        let (shared, pending) = match self.rounds.join(cmd, wait) {
+        let (shared, pending) = match self.rounds.join(call.body.to_cmd(), wait) {
             Ok(joined) => joined,
             Err(cmd) => {
                 let (shared, held) = match self.checkout(call.op, limit, None).await {

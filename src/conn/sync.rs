@@ -114,10 +114,7 @@ pub(super) async fn send<C: redis::aio::ConnectionLike + Send>(
     wait: WaitFor,
 ) -> RedisResult<(Value, WaitReply)> {
     let mut pipe = redis::pipe();
-    match body {
-        Body::Script(invocation) => pipe.add_command(invocation.eval_cmd().into_owned()),
-        Body::Command(cmd) => pipe.add_command((*cmd).clone()),
-    };
+    pipe.add_command(body.to_cmd());
     add_wait(&mut pipe, wait);
     let replies: Vec<RedisResult<Value>> = pipe.query_async(conn).await?;
     match split(replies) {
