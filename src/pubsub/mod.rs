@@ -162,6 +162,11 @@ impl Subscription {
         self.channel.role_offer().notified()
     }
 
+    /// `true` when other waiters of this client are registered on this waiter's channel.
+    pub(crate) fn has_company(&self) -> bool {
+        self.registry.waiters_on(self.channel.name()) > 1
+    }
+
     /// `true` when this waiter is (or now becomes) the channel's re-checker.
     pub(crate) fn claim_recheck(&self) -> bool {
         self.channel.claim_recheck(self.waiter)

@@ -146,7 +146,9 @@ pub(crate) trait Acquire: Send + Sync + 'static {
     /// `true` when a waiting acquisition (not a single attempt) lets this client's waiters
     /// already parked on the primitive's channel go first: finding any, it joins them without
     /// an attempt, and attempts when a message (or the re-checker role, or the backstop) wakes
-    /// it, as though its first attempt had found the primitive busy. The waiter an unlock
+    /// it, as though its first attempt had found the primitive busy. It yields only with its
+    /// own subscription confirmed and some of them still parked then (otherwise it attempts
+    /// at once), and never takes a wake that was stored before it came. The waiter an unlock
     /// message woke then does not lose the lock to its releaser's next acquire (barging), which
     /// would cost it a failed attempt and another sleep (benchmark S7); within one client the
     /// waiters are served in the order they parked, as tokio's `Mutex` serves its waiters.
@@ -730,24 +732,42 @@ impl<A: Acquire, T: Marker> Waiter<A, T> {
         let config = &self.shared.config;
         let mut unsynced = Unsynced::default();
         let subscription = self.shared.pubsub.subscribe(channel, policy);
+        // Registered before the subscription is confirmed and before every attempt: a message
+        // published after the attempt's reply is not lost (tokio's `Notified::enable`
+        // pattern), and one that arrives before this waiter's first attempt wakes it rather
+        // than staying behind as a permit for whoever registers next (a releaser yielding to
+        // this waiter would take it and overtake it).
+        let mut notified = pin!(subscription.notified());
+        if notified.as_mut().enable() && yields {
+            // A wake stored before this waiter came: a message that found every parked waiter
+            // of this client between a wake and its next attempt, which it makes anyway. Not
+            // this waiter's, which yields to them.
+            notified.set(subscription.notified());
+            notified.as_mut().enable();
+        }
         // Wait for Redis to confirm the subscription, but never past the deadline: without it
         // the loop still re-checks every `recheck_interval`.
         let confirm_for = self
             .remaining()
             .map_or(config.command_timeout, |r| r.min(config.command_timeout));
-        match tokio::time::timeout(confirm_for, subscription.ready()).await {
-            Ok(Ok(())) => {}
+        let confirmed = match tokio::time::timeout(confirm_for, subscription.ready()).await {
+            Ok(Ok(())) => true,
             Ok(Err(Error::Shutdown)) => return Err(Error::Shutdown),
-            Ok(Err(e)) => tracing::debug!(channel, error = %e, "subscribe failed; polling"),
-            Err(_) => tracing::debug!(channel, "subscribe not confirmed in time; polling"),
-        }
+            Ok(Err(e)) => {
+                tracing::debug!(channel, error = %e, "subscribe failed; polling");
+                false
+            }
+            Err(_) => {
+                tracing::debug!(channel, "subscribe not confirmed in time; polling");
+                false
+            }
+        };
         let mut transient = Backoff::transient();
-        let mut yields = yields;
+        // A waiter yields only to waiters still parked once its own subscription is confirmed:
+        // their release then wakes it. One that was granted and left before may have released
+        // already, its message published before this waiter was subscribed.
+        let mut yields = yields && confirmed && subscription.has_company();
         loop {
-            let mut notified = pin!(subscription.notified());
-            // Registered before the attempt: a message published after the attempt's reply is
-            // not lost (tokio's `Notified::enable` pattern).
-            notified.as_mut().enable();
             let attempted_at = Instant::now();
             let mut busy = false;
             let attempted = if std::mem::take(&mut yields) {
@@ -802,9 +822,15 @@ impl<A: Acquire, T: Marker> Waiter<A, T> {
                 tokio::select! {
                     biased;
                     () = self.shared.tasks.shutdown_signal() => return Err(Error::Shutdown),
-                    () = &mut notified => break,
+                    () = &mut notified => {
+                        // Spent: the next one, registered before the next attempt.
+                        notified.set(subscription.notified());
+                        notified.as_mut().enable();
+                        break;
+                    }
                     () = tokio::time::sleep_until(wake_at) => {
-                        // Woken by the timer, not by a message: a re-check.
+                        // Woken by the timer, not by a message: a re-check. The registration
+                        // stays, with its place among the channel's waiters.
                         if busy {
                             self.tag.rechecked();
                             tracing::trace!(channel, "re-checking without a message");

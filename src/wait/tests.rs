@@ -21,6 +21,10 @@ struct Fake {
     gave_up: AtomicUsize,
     trace: bool,
     name: Arc<str>,
+    /// Waits by messages on this channel (lock messages) instead of polling.
+    channel: Option<&'static str>,
+    /// Yields to the client's waiters parked on `channel`.
+    yields: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -55,6 +59,12 @@ impl Acquire for Fake {
     }
 
     fn strategy(&self) -> Strategy {
+        if let Some(channel) = self.channel {
+            return Strategy::PubSub {
+                channel: channel.to_owned(),
+                policy: crate::pubsub::WakePolicy::Lock,
+            };
+        }
         Strategy::Backoff(Backoff::exponential(
             Duration::from_millis(1),
             Duration::from_millis(4),
@@ -100,6 +110,10 @@ impl Acquire for Fake {
 
     fn leaves_trace(&self) -> bool {
         self.trace
+    }
+
+    fn yields_to_parked(&self) -> bool {
+        self.yields
     }
 
     fn give_up(&self, _wait: Option<Duration>) -> Option<BoxFuture<'_, Result<()>>> {
@@ -319,4 +333,29 @@ async fn grants_after_their_lease_are_tried_again_until_the_bound_ends_the_wait(
         .unwrap();
     assert_eq!(got, None);
     assert_eq!(fake.attempts.load(Ordering::SeqCst), 1);
+}
+
+/// A waiter yields to the client's waiters parked on its channel only once Redis confirmed its
+/// own subscription: their release then reaches it. Here the subscription is never confirmed
+/// (no server), so it does not wait for a message that may never come: it attempts, and is
+/// granted, when its confirmation wait (its whole wait here) runs out. (Before, it yielded
+/// without a confirmed subscription, and its wait ended without a single attempt.)
+#[tokio::test]
+async fn a_waiter_without_a_confirmed_subscription_does_not_yield() {
+    let shared = shared();
+    let parked = shared
+        .pubsub
+        .subscribe("yield-test", crate::pubsub::WakePolicy::Lock);
+    let fake = Arc::new(Fake {
+        grant_on: 1,
+        channel: Some("yield-test"),
+        yields: true,
+        ..Fake::default()
+    });
+    let got = try_acquire(&shared, fake.clone(), Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert_eq!(got, Some(1));
+    assert_eq!(fake.attempts.load(Ordering::SeqCst), 1);
+    drop(parked);
 }
