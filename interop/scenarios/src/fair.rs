@@ -447,7 +447,7 @@ pub(super) fn fair_stress(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String>
         owner,
         hold_us: 200,
     });
-    let run = run_stress(&mut con, &agents, &workers, &name, iterations)?;
+    let run = run_stress(ctx, &mut con, &agents, &workers, &name, iterations)?;
     // Fair service: between two turns of one owner, every other owner still working had one.
     let mut max_turns_between = 0;
     let mut last_turn = std::collections::HashMap::new();

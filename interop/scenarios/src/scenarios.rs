@@ -1746,6 +1746,9 @@ struct StressRun {
     counter: u64,
     /// Pairs of read sections that overlapped.
     read_overlaps: usize,
+    /// The stalls of a read-write lock explained as Redisson's race (empty: none; see
+    /// [`wakeup::StallWatch::report`]).
+    stalls: String,
 }
 
 /// Sends `stress` with `record` for each of `workers` to each of `agents` (in that order), on
@@ -1754,7 +1757,12 @@ struct StressRun {
 /// earlier than it starts, that the counter is exactly one increment per section of the
 /// workers that write (every kind but `read`), and that no section overlaps another unless
 /// both are reads (two sections overlap unless one starts after the other ends).
+///
+/// On a read-write lock a [`wakeup::StallWatch`] watches the run: a Redisson waiter that
+/// missed a write unlock's `1` by Redisson's own race is shown to be one, woken by the runner,
+/// and reported in [`StressRun::stalls`]; any other stall fails the run.
 fn run_stress(
+    ctx: &Ctx,
     con: &mut Connection,
     agents: &[&Agent],
     workers: &[StressWorker],
@@ -1762,6 +1770,10 @@ fn run_stress(
     iterations: u64,
 ) -> Result<StressRun, String> {
     let counter = format!("{name}:counter");
+    let mut watch = match workers.iter().any(|w| matches!(w.kind, "read" | "write")) {
+        true => Some(wakeup::StallWatch::start(ctx, name)?),
+        false => None,
+    };
     let mut pending = Vec::new();
     for &agent in agents {
         for w in workers {
@@ -1773,13 +1785,46 @@ fn run_stress(
         }
     }
     let mut sections = Vec::new();
-    let unanswered: Vec<(String, &'static str, u64, u64)> = pending
-        .iter()
-        .map(|(a, w, id)| (a.label.clone(), w.kind, w.owner, *id))
-        .collect();
-    for (agent, w, id) in pending.iter().copied() {
+    // The replies taken so far, by index in `pending` (`wait` takes a reply off the inbox).
+    let mut answered = vec![false; pending.len()];
+    let still_waiting = |answered: &[bool]| -> Vec<wakeup::Waiting> {
+        pending
+            .iter()
+            .zip(answered)
+            .filter(|((a, _, id), done)| !**done && a.poll(*id).is_none())
+            .map(|((a, w, id), _)| wakeup::Waiting {
+                agent: a,
+                kind: w.kind,
+                owner: w.owner,
+                id: *id,
+            })
+            .collect()
+    };
+    for (index, &(agent, w, id)) in pending.iter().enumerate() {
         let (kind, o) = (w.kind, w.owner);
-        let reply = match agent.wait(id, Duration::from_secs(300)) {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let reply = loop {
+            // In slices of 250 ms while a watch looks for stalls between them.
+            let left = deadline.saturating_duration_since(Instant::now());
+            let slice = if watch.is_some() {
+                left.min(ms(250))
+            } else {
+                left
+            };
+            let asked = Instant::now();
+            let error = match agent.wait(id, slice) {
+                Ok(reply) => break Ok(reply),
+                Err(e) => e,
+            };
+            // An agent that exited answers at once; the deadline ends the rest.
+            if asked.elapsed() < slice || Instant::now() >= deadline {
+                break Err(error);
+            }
+            if let Some(watch) = watch.as_mut() {
+                watch.check(con, &still_waiting(&answered))?;
+            }
+        };
+        let reply = match reply {
             Ok(reply) => reply,
             Err(e) => {
                 // What Redis holds and who is still waiting, to tell a lost wake-up from a
@@ -1787,21 +1832,16 @@ fn run_stress(
                 let state = key_state(con, name)
                     .map(|s| format!("{s:?}"))
                     .unwrap_or_else(|e| e);
-                let waiting: Vec<String> = unanswered
+                let waiting: Vec<String> = still_waiting(&answered)
                     .iter()
-                    .filter(|(label, _, _, rid)| {
-                        agents
-                            .iter()
-                            .find(|a| a.label == *label)
-                            .is_some_and(|a| a.poll(*rid).is_none())
-                    })
-                    .map(|(label, k, o, _)| format!("{label} {k} owner {o}"))
+                    .map(|w| w.describe())
                     .collect();
                 return Err(format!(
                     "{e}; {name} holds {state}; still unanswered: {waiting:?}"
                 ));
             }
         };
+        answered[index] = true;
         ensure!(
             reply["ok"] == true,
             "{} {kind} owner {o}: stress failed: {reply}",
@@ -1871,6 +1911,7 @@ fn run_stress(
         sections,
         counter: expected,
         read_overlaps,
+        stalls: watch.map(|w| w.report()).unwrap_or_default(),
     })
 }
 
@@ -1887,7 +1928,7 @@ fn mixed_stress(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
         owner,
         hold_us: 200,
     });
-    let run = run_stress(&mut con, &agents, &workers, &name, iterations)?;
+    let run = run_stress(ctx, &mut con, &agents, &workers, &name, iterations)?;
     let min_gap = run
         .sections
         .windows(2)

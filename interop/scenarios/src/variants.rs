@@ -484,7 +484,7 @@ pub(super) fn variants_stress(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, Str
         owner,
         hold_us: 200,
     });
-    let run = run_stress(&mut con, &agents, &workers, &name, STRESS_ITERATIONS)?;
+    let run = run_stress(ctx, &mut con, &agents, &workers, &name, STRESS_ITERATIONS)?;
     let total = (agents.len() * workers.len()) as i64 * STRESS_ITERATIONS as i64;
     ensure_eq!(run.sections.len() as i64, total, "recorded sections");
     expect_token(&mut con, &name, total)?;

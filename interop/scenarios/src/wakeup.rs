@@ -97,6 +97,16 @@ const CASES: &[Case] = &[
         channel: rw_channel,
     },
     Case {
+        label: "write wakes a writer at once",
+        held: "write",
+        waits: "write",
+        waiters: 1,
+        message: "1",
+        release: Release::After(Duration::ZERO),
+        share: 5,
+        channel: rw_channel,
+    },
+    Case {
         label: "read wakes a writer",
         held: "read",
         waits: "write",
@@ -130,6 +140,16 @@ const DELAYED_CASES: &[Case] = &[
         held: "write",
         waits: "read",
         waiters: 3,
+        message: "1",
+        release: Release::ScriptsQuiet(Duration::from_millis(80)),
+        share: 10,
+        channel: rw_channel,
+    },
+    Case {
+        label: "write wakes a writer, reply delayed",
+        held: "write",
+        waits: "write",
+        waiters: 1,
         message: "1",
         release: Release::ScriptsQuiet(Duration::from_millis(80)),
         share: 10,
@@ -173,9 +193,10 @@ pub(super) fn missed_wakes_alone(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, 
 /// reaches Redis through a fault proxy that holds back every reply to a connection that sent
 /// a script by [`REPLY_DELAY`] (not its subscription's messages), and both sides' holders
 /// release once the waiters' last attempts have run: the release's message reaches the
-/// waiter's client before the reply to its attempt. Redisson's readers then miss `1` every
-/// time (they were not parked yet), its lock waiter not `0` (a permit is kept for it); the
-/// crate's waiters, registered before their attempt, miss neither.
+/// waiter's client before the reply to its attempt. Redisson's readers and writers then miss
+/// a write unlock's `1` every time (they were not parked yet), its lock waiter not `0` (a
+/// permit is kept for it); the crate's waiters, registered before their attempt, miss
+/// neither.
 pub(super) fn missed_wakes_reply_delayed(ctx: &Ctx, _: Impl, _: Impl) -> Result<String, String> {
     if !ctx.options.repeat_given {
         return Ok("not run: on demand (--repeat N)".into());
@@ -1007,4 +1028,183 @@ pub(super) fn write_wakes_readers(
             )
         }
     ))
+}
+
+/// How long a read-write lock under `stress` may be free, with no message on its channel, while
+/// workers still wait, before [`StallWatch`] looks for Redisson's race: far longer than a
+/// handoff (a few ms) and than the crate's waiters' re-check (1 s).
+const STALL_AFTER: Duration = Duration::from_secs(3);
+/// The stalls one `stress` run may show; one more fails it.
+const MAX_STALLS: usize = 5;
+
+/// One `stress` worker still waiting for its reply: its agent, kind, owner and request.
+pub(super) struct Waiting<'a> {
+    pub(super) agent: &'a Agent,
+    pub(super) kind: &'static str,
+    pub(super) owner: u64,
+    pub(super) id: u64,
+}
+
+impl Waiting<'_> {
+    fn answered(&self) -> bool {
+        self.agent.poll(self.id).is_some()
+    }
+
+    /// `<agent> <kind> owner <owner>`.
+    pub(super) fn describe(&self) -> String {
+        format!("{} {} owner {}", self.agent.label, self.kind, self.owner)
+    }
+}
+
+/// Watches a read-write lock through a `stress` run for Redisson's race (RELIABILITY.md, "What
+/// the suite found in Redisson"): a Redisson waiter, reader or writer, that gets the lock's TTL
+/// and has not parked yet when a write unlock's `1` arrives gets no permit from `LockPubSub`
+/// and sleeps for that TTL (a long-lived agent's lease: ten minutes here), with the lock free.
+///
+/// A stall is the lock free and its channel silent for [`STALL_AFTER`] while workers wait.
+/// It is Redisson's race when every waiting worker is Java, the last message on the channel was
+/// `1`, `jstack` shows at least as many threads of each waiting JVM parked in a lock's wait
+/// for a message, and a `1` the runner publishes (the waiters' verb) ends the stall at once
+/// (a new release on the channel, or a reply, within [`SECOND_MESSAGE_BOUND`]). Anything else
+/// fails the run: a Rust worker waiting on a free lock that long is the crate's fault.
+pub(super) struct StallWatch<'a> {
+    watch: Watch<'a>,
+    name: String,
+    /// Messages heard so far, and since when no new one came.
+    heard: usize,
+    quiet_since: Instant,
+    /// One line per stall explained.
+    stalls: Vec<String>,
+}
+
+impl<'a> StallWatch<'a> {
+    /// Subscribes the runner to the channel of the read-write lock `name`.
+    pub(super) fn start(ctx: &'a Ctx, name: &str) -> Result<Self, String> {
+        Ok(Self {
+            watch: Watch::start(ctx, rw_channel(name))?,
+            name: name.to_string(),
+            heard: 0,
+            quiet_since: Instant::now(),
+            stalls: Vec::new(),
+        })
+    }
+
+    /// Called while `waiting` wait: `Ok` unless a stall is not Redisson's race.
+    pub(super) fn check(
+        &mut self,
+        con: &mut Connection,
+        waiting: &[Waiting<'_>],
+    ) -> Result<(), String> {
+        let heard = self.watch.observer.payloads(Duration::ZERO);
+        if heard.len() != self.heard {
+            self.heard = heard.len();
+            self.quiet_since = Instant::now();
+            return Ok(());
+        }
+        let quiet = self.quiet_since.elapsed();
+        if quiet < STALL_AFTER || waiting.is_empty() {
+            return Ok(());
+        }
+        let state = key_state(con, &self.name)?;
+        if state.kind != "none" {
+            // Held: a holder that does not come back is the run's time bound's to report.
+            return Ok(());
+        }
+        let who: Vec<String> = waiting.iter().map(Waiting::describe).collect();
+        let stall = format!(
+            "{} free and its channel silent for {:.1} s while {who:?} wait",
+            self.name,
+            quiet.as_secs_f64()
+        );
+        ensure!(
+            waiting.iter().all(|w| w.agent.label.starts_with("java")),
+            "{stall}: a Rust worker waits on a free lock (the crate re-checks every second)"
+        );
+        let last = heard.last().cloned();
+        ensure!(
+            last.as_deref() == Some("1"),
+            "{stall}; the last message was {last:?}, and Redisson's race misses a 1 only"
+        );
+        let n = self.stalls.len() + 1;
+        let mut stacks = Vec::new();
+        let mut agents: Vec<&Agent> = Vec::new();
+        for w in waiting {
+            if !agents.iter().any(|a| a.label == w.agent.label) {
+                agents.push(w.agent);
+            }
+        }
+        for agent in &agents {
+            let count = waiting
+                .iter()
+                .filter(|w| w.agent.label == agent.label)
+                .count();
+            let tag = agent.label.replace('#', "");
+            let file = self
+                .watch
+                .ctx
+                .logs
+                .join(format!("stress-stall-{n}-{tag}-jstack.txt"));
+            let stack = match agent.pid() {
+                Some(pid) => parked_in_redisson(pid, &file),
+                None => json!({"error": "exited"}),
+            };
+            let parked = stack["threads_parked_in_a_lock_wait"].as_u64().unwrap_or(0);
+            ensure!(
+                parked >= count as u64,
+                "{stall}; {} has {count} waiting but jstack shows {parked} threads parked in a \
+                 lock's wait: {stack}",
+                agent.label
+            );
+            stacks.push(format!(
+                "{}: {parked} parked, {} in the logs",
+                agent.label,
+                file.file_name().unwrap_or_default().to_string_lossy()
+            ));
+        }
+        let sharded = listens_sharded(self.watch.ctx, agents[0]);
+        let channel = self.watch.channel.clone();
+        self.watch.nodes.publish(&channel, "1", sharded)?;
+        let sent = Instant::now();
+        // The runner hears its own 1; a release after it, or a reply, is progress.
+        let progressed = loop {
+            let more = self.watch.observer.payloads(Duration::ZERO).len() > self.heard + 1;
+            if more || waiting.iter().any(|w| w.answered()) {
+                break true;
+            }
+            if sent.elapsed() >= SECOND_MESSAGE_BOUND {
+                break false;
+            }
+            thread::sleep(ms(5));
+        };
+        ensure!(
+            progressed,
+            "{stall}; {stacks:?}; a 1 from the runner did not end it within {SECOND_MESSAGE_BOUND:?}"
+        );
+        self.stalls.push(format!(
+            "{who:?} after {:.1} s quiet, woken {:.0} ms after the runner's 1 ({})",
+            quiet.as_secs_f64(),
+            sent.elapsed().as_secs_f64() * 1e3,
+            stacks.join(", ")
+        ));
+        ensure!(
+            self.stalls.len() <= MAX_STALLS,
+            "more than {MAX_STALLS} stalls by Redisson's race: {:?}",
+            self.stalls
+        );
+        self.heard = self.watch.observer.payloads(Duration::ZERO).len();
+        self.quiet_since = Instant::now();
+        Ok(())
+    }
+
+    /// The stalls explained, for the scenario's line: empty when there were none.
+    pub(super) fn report(&self) -> String {
+        if self.stalls.is_empty() {
+            return String::new();
+        }
+        format!(
+            "; {} stall(s) by Redisson's race, each ended by a 1 from the runner: {}",
+            self.stalls.len(),
+            self.stalls.join("; ")
+        )
+    }
 }
