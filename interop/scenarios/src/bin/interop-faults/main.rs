@@ -751,7 +751,7 @@ fn run(options: &Options) -> Result<bool, String> {
         _ => unreachable!("a server or a cluster"),
     };
     let (_server, mut con) = con;
-    let leftovers = final_state(&mut con, &prefix, &semaphores, wiped)?;
+    let leftovers = final_state(&mut con, &prefix, &semaphores, wiped, &agents)?;
 
     let mut text = String::new();
     let _ = writeln!(
@@ -1053,12 +1053,15 @@ fn write_holds(path: &Path, holds: &[Hold]) -> Result<(), String> {
 
 /// What Redis still holds once every worker has finished: nothing but the counters, the
 /// fenced token counter and the semaphores' permit counts (back at [`PERMITS`] unless a wipe
-/// lost them), after at most a fair-wait slot plus a lease for what expires on its own.
+/// lost them), after at most a fair-wait slot plus a lease for what expires on its own. After
+/// a wipe, a fair lock's queue whose waiters' slots all ran out is pruned by an acquire and not
+/// judged ([`prune_stale_fair_queues`]).
 fn final_state(
     con: &mut Connection,
     prefix: &str,
     semaphores: &[(&'static str, String, u32)],
     wiped: bool,
+    agents: &[Agent],
 ) -> Result<Vec<String>, String> {
     let allowed = |key: &str| {
         key.starts_with(&format!("{prefix}:counter:"))
@@ -1078,6 +1081,11 @@ fn final_state(
             break;
         }
         thread::sleep(Duration::from_millis(250));
+    }
+    if wiped {
+        for line in prune_stale_fair_queues(con, prefix, &mut left, agents)? {
+            println!("{line}");
+        }
     }
     let mut leftovers: Vec<String> = Vec::new();
     for key in left {
@@ -1100,6 +1108,115 @@ fn final_state(
         }
     }
     Ok(leftovers)
+}
+
+/// The owner number of the acquire that [`prune_stale_fair_queues`] sends, unused by the load.
+const PRUNER_OWNER: u64 = 99;
+/// How long [`prune_stale_fair_queues`] waits at most for the last waiter slot of a queue to
+/// run out.
+const STALE_SLOT_WAIT: Duration = Duration::from_secs(60);
+
+/// Redis's `TIME` in ms.
+fn redis_now_ms(con: &mut Connection) -> Result<f64, String> {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME")
+        .query(con)
+        .map_err(|e| format!("TIME: {e}"))?;
+    Ok((secs * 1000 + micros / 1000) as f64)
+}
+
+/// After a fault that may lose writes (a failover, a restart without the last writes), the
+/// queue and timeout set of a fair lock can keep the entries of waiters whose removal, by
+/// their grant or their give-up, was lost with those writes. Redisson's fair lock sets no
+/// expiry on either key: the next acquire of the lock prunes every entry whose waiter slot has
+/// run out. So the two keys of a fair lock in `left` are not leftovers when every entry's slot
+/// runs out within [`STALE_SLOT_WAIT`] (its score in the timeout set passes Redis's `TIME`; no
+/// live waiter is behind it) and then a `try_lock` with no wait by a fresh owner of the first
+/// Rust agent gets the lock, and its `unlock` leaves neither key behind. Those keys leave `left`; one line per lock says what was pruned
+/// and whose entries they were. Anything else stays a leftover.
+fn prune_stale_fair_queues(
+    con: &mut Connection,
+    prefix: &str,
+    left: &mut Vec<String>,
+    agents: &[Agent],
+) -> Result<Vec<String>, String> {
+    let Some(pruner) = agents.iter().find(|a| a.label.starts_with("rust")) else {
+        return Ok(Vec::new());
+    };
+    let mut lines = Vec::new();
+    for kind in ["fair", "nonreentrant_fair"] {
+        let name = format!("{prefix}:{kind}");
+        let keys = [
+            format!("redisson_lock_queue:{{{name}}}"),
+            format!("redisson_lock_timeout:{{{name}}}"),
+        ];
+        if !left.iter().any(|k| keys.contains(k)) {
+            continue;
+        }
+        let entries: Vec<String> = redis::cmd("LRANGE")
+            .arg(&keys[0])
+            .arg(0)
+            .arg(-1)
+            .query(con)
+            .map_err(|e| format!("LRANGE {}: {e}", keys[0]))?;
+        let slots: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg(&keys[1])
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(con)
+            .map_err(|e| format!("ZRANGE {}: {e}", keys[1]))?;
+        // Each waiter's slot ends a fair wait after the one before it: the last may end after
+        // the settling time. Wait for it, within a bound.
+        let last_slot = slots.iter().map(|(_, at)| *at).fold(0.0, f64::max);
+        let wait_ms = last_slot - redis_now_ms(con)? + 100.0;
+        if wait_ms > STALE_SLOT_WAIT.as_millis() as f64 {
+            continue;
+        }
+        if wait_ms > 0.0 {
+            thread::sleep(Duration::from_millis(wait_ms as u64));
+        }
+        let now_ms = redis_now_ms(con)?;
+        if slots.iter().any(|(_, at)| *at >= now_ms) {
+            continue;
+        }
+        let whose: Vec<String> = entries
+            .iter()
+            .map(|entry| {
+                agents
+                    .iter()
+                    .find(|a| entry.starts_with(&format!("{}:", a.client_id)))
+                    .map_or_else(|| entry.clone(), |a| a.label.clone())
+            })
+            .collect();
+        let reply = pruner.call(json!({"op": "try_lock", "kind": kind, "name": name,
+                                       "owner": PRUNER_OWNER, "wait_ms": 0}))?;
+        if reply["acquired"] != true {
+            continue;
+        }
+        pruner.call(json!({"op": "unlock", "kind": kind, "name": name, "owner": PRUNER_OWNER}))?;
+        let remaining: u64 = redis::cmd("EXISTS")
+            .arg(&keys[0])
+            .arg(&keys[1])
+            .query(con)
+            .map_err(|e| format!("EXISTS: {e}"))?;
+        if remaining > 0 {
+            continue;
+        }
+        left.retain(|k| !keys.contains(k));
+        lines.push(format!(
+            "{name}: after a fault that may lose writes, its queue kept {} entries, of {whose:?}, \
+             whose waiter slots had all run out (the last {} ms before this check); {}'s \
+             try_lock pruned them and took the lock, and its unlock left no queue (not judged)",
+            entries.len(),
+            slots
+                .iter()
+                .map(|(_, at)| now_ms - at)
+                .fold(f64::INFINITY, f64::min)
+                .round(),
+            pruner.label
+        ));
+    }
+    Ok(lines)
 }
 
 #[cfg(test)]
