@@ -1061,7 +1061,8 @@ impl Waiting<'_> {
 /// and has not parked yet when a write unlock's `1` arrives gets no permit from `LockPubSub`
 /// and sleeps for that TTL (a long-lived agent's lease: ten minutes here), with the lock free.
 ///
-/// A stall is the lock free and its channel silent for [`STALL_AFTER`] while workers wait.
+/// A stall is the lock free and its channel silent for [`STALL_AFTER`] since its last message
+/// while workers wait.
 /// It is Redisson's race when every waiting worker is Java, the last message on the channel was
 /// `1`, `jstack` shows at least as many threads of each waiting JVM parked in a lock's wait
 /// for a message, and a `1` the runner publishes (the waiters' verb) ends the stall at once
@@ -1102,7 +1103,9 @@ impl<'a> StallWatch<'a> {
             return Ok(());
         }
         let quiet = self.quiet_since.elapsed();
-        if quiet < STALL_AFTER || waiting.is_empty() {
+        // Before the first message there is no release to have missed (a slow start is the
+        // run's time bound's to report).
+        if quiet < STALL_AFTER || waiting.is_empty() || heard.is_empty() {
             return Ok(());
         }
         let state = key_state(con, &self.name)?;
