@@ -1062,12 +1062,12 @@ impl Waiting<'_> {
 /// and sleeps for that TTL (a long-lived agent's lease: ten minutes here), with the lock free.
 ///
 /// A stall is the lock free and its channel silent for [`STALL_AFTER`] since its last message
-/// while workers wait.
-/// It is Redisson's race when every waiting worker is Java, the last message on the channel was
-/// `1`, `jstack` shows at least as many threads of each waiting JVM parked in a lock's wait
-/// for a message, and a `1` the runner publishes (the waiters' verb) ends the stall at once
-/// (a new release on the channel, or a reply, within [`SECOND_MESSAGE_BOUND`]). Anything else
-/// fails the run: a Rust worker waiting on a free lock that long is the crate's fault.
+/// while workers wait. It is Redisson's race when every waiting worker is Java, the last
+/// message on the channel was `1`, `jstack` shows at least as many threads of each waiting JVM
+/// parked in a lock's wait for a message, and a `1` the runner publishes (the waiters' verb)
+/// ends the stall at once (a new release on the channel, or a reply, within
+/// [`SECOND_MESSAGE_BOUND`]). Anything else fails the run: a Rust worker waiting on a free lock
+/// that long is the crate's fault.
 pub(super) struct StallWatch<'a> {
     watch: Watch<'a>,
     name: String,

@@ -1131,8 +1131,9 @@ fn redis_now_ms(con: &mut Connection) -> Result<f64, String> {
 /// run out. So the two keys of a fair lock in `left` are not leftovers when every entry's slot
 /// runs out within [`STALE_SLOT_WAIT`] (its score in the timeout set passes Redis's `TIME`; no
 /// live waiter is behind it) and then a `try_lock` with no wait by a fresh owner of the first
-/// Rust agent gets the lock, and its `unlock` leaves neither key behind. Those keys leave `left`; one line per lock says what was pruned
-/// and whose entries they were. Anything else stays a leftover.
+/// Rust agent gets the lock, and its `unlock` leaves neither key behind. Those keys leave
+/// `left`; one line per lock says what was pruned and whose entries they were. Anything else
+/// stays a leftover.
 fn prune_stale_fair_queues(
     con: &mut Connection,
     prefix: &str,
