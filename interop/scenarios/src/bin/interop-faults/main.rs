@@ -299,8 +299,10 @@ impl Errored {
     }
 }
 
-/// A message with its client UUIDs replaced by `<uuid>` and its other numbers (ports, ids,
-/// durations) by `N`, so that messages of one cause count together.
+/// A message with its client UUIDs replaced by `<uuid>`, its hexadecimal words with a digit
+/// (script SHAs, Java identity hashes as in `CompletableFuture@1b2c3d`, netty's `0x…` channel
+/// ids) and its other numbers (ports, ids, durations) by `N`, so that messages of one cause
+/// count together.
 fn message_shape(message: &str) -> String {
     let mut shape = String::new();
     let mut rest = message;
@@ -316,6 +318,8 @@ fn message_shape(message: &str) -> String {
         let token = &rest[..token_len];
         if is_uuid(token) {
             shape.push_str("<uuid>");
+        } else if is_hex_word(token) {
+            shape.push('N');
         } else {
             let mut in_number = false;
             for c in token.chars() {
@@ -332,6 +336,16 @@ fn message_shape(message: &str) -> String {
         rest = &rest[token_len..];
     }
     shape
+}
+
+/// Hex digits only (after an optional `0x`), at least one of them a letter and one a digit:
+/// an identifier printed in hexadecimal, not a word.
+fn is_hex_word(token: &str) -> bool {
+    let digits = token.strip_prefix("0x").unwrap_or(token);
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_hexdigit())
+        && digits.bytes().any(|b| b.is_ascii_digit())
+        && digits.bytes().any(|b| b.is_ascii_alphabetic())
 }
 
 /// `8-4-4-4-12` hex digits.
@@ -1239,6 +1253,15 @@ mod tests {
             "<uuid>:N already holds \"faults:N:nonreentrant\""
         );
         assert_eq!(message_shape("é 12-ab x7y"), "é N-ab xNy");
+        // Hexadecimal ids, as Redisson's exceptions print them, are numbers too; words made of
+        // hex letters alone are not.
+        assert_eq!(
+            message_shape(
+                "script: 8b6e2b0f7c, channel: [id: 0x5f3a9c1e], CompletableFuture@6d1e7b2a[Not completed]"
+            ),
+            "script: N, channel: [id: N], CompletableFuture@N[Not completed]"
+        );
+        assert_eq!(message_shape("added a bad face"), "added a bad face");
     }
 
     #[test]
