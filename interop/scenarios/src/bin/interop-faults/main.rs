@@ -629,10 +629,9 @@ fn run(options: &Options) -> Result<bool, String> {
         Mutex::new(std::fs::File::create(out.join("faults.jsonl")).map_err(|e| e.to_string())?);
     let eviction_log =
         Mutex::new(std::fs::File::create(out.join("evictions.jsonl")).map_err(|e| e.to_string())?);
-    // The families under load, by the workers' schedule (`work`), give or take a batch.
-    // Whether one of `families` is under load at any time within `[at, at + within]`, give
-    // or take 5 s (a batch).
-    let due = |at: Instant, within: Duration, families: &[&str]| {
+    // Whether one of `families` is under load at any time within `[at, at + within]`, by the
+    // workers' schedule (`work`), give or take 5 s (a batch).
+    let families_due = |at: Instant, within: Duration, families: &[&str]| {
         let margin = Duration::from_secs(5);
         let from = at.saturating_duration_since(started).saturating_sub(margin);
         let to = at.saturating_duration_since(started) + within + margin;
@@ -640,8 +639,6 @@ fn run(options: &Options) -> Result<bool, String> {
         (from.as_millis() / slice..=to.as_millis() / slice)
             .any(|slot| families.contains(&KINDS[slot as usize % KINDS.len()]))
     };
-    let counting_semaphore_due = |at: Instant, within: Duration| due(at, within, &["semaphore"]);
-    let semaphores_due = |at: Instant, within: Duration| due(at, within, &["semaphore", "psem"]);
     let sentinel_url = sentinel
         .as_ref()
         .map(|setup| setup.lock().unwrap().sentinel_urls()[0].clone());
@@ -665,8 +662,7 @@ fn run(options: &Options) -> Result<bool, String> {
                 agents: &agents,
                 semaphores: &semaphores,
                 lease: Duration::from_millis(WATCHDOG_MS),
-                counting_semaphore_due: &counting_semaphore_due,
-                semaphores_due: &semaphores_due,
+                families_due: &families_due,
             };
             nemesis::run(
                 &targets,

@@ -58,18 +58,34 @@ pub struct Targets<'a> {
     /// The agents' watchdog lease: a lock whose release Redis refused for memory is held
     /// until it runs out.
     pub lease: Duration,
-    /// Whether the counting semaphore is under load at any time within `[at, at + within]`
-    /// (give or take a batch): a release Redis refuses for memory loses its permit for good
-    /// (the semaphore has no lease), and the kind would starve, so the nemesis does not fill
-    /// memory under `noeviction` then.
-    pub counting_semaphore_due: &'a (dyn Fn(Instant, Duration) -> bool + Sync),
-    /// The same for either semaphore (counting or expirable): a write lost with a killed
-    /// cluster master (a second kill can take the promoted replica before the old master has
-    /// caught up) may be a release, a permit gone for good (neither semaphore's permits have
-    /// a lease in the suite), so the nemesis kills no master then. Seen once in 2026-12-07's
-    /// long run on Valkey: three master kills from 10 ms after the counting semaphore's last
-    /// releases, its count 0 of 2 afterwards, four acquires starved (RELIABILITY.md).
-    pub semaphores_due: &'a (dyn Fn(Instant, Duration) -> bool + Sync),
+    /// Whether one of the given families (`"semaphore"`, `"psem"`, ...) is under load at any
+    /// time within `[at, at + within]`, give or take a batch: the faults that would starve a
+    /// semaphore are not injected then (see [`spared`]).
+    pub families_due: &'a (dyn Fn(Instant, Duration, &[&str]) -> bool + Sync),
+}
+
+/// Whether `class` is not injected now, for a semaphore under load that it would starve: a
+/// permit lost is gone for good, since neither semaphore's permits have a lease in the suite.
+/// - Memory full under `noeviction`, while the counting semaphore is under load (for as long
+///   as the fault and one lease last): a release Redis refuses for memory loses its permit.
+/// - A cluster master killed, while either semaphore is: a write lost with the killed master
+///   (a second kill can take the promoted replica before the old master has caught up) may be
+///   a release. Seen once in 2026-12-07's long run on Valkey: three master kills from 10 ms
+///   after the counting semaphore's last releases, its count 0 of 2 afterwards, four acquires
+///   starved (RELIABILITY.md).
+fn spared(targets: &Targets<'_>, class: FaultClass) -> bool {
+    let now = Instant::now();
+    match class {
+        FaultClass::MemoryFull => (targets.families_due)(
+            now,
+            Duration::from_millis(MEMORY_HOLD_MAX_MS) + targets.lease,
+            &["semaphore"],
+        ),
+        FaultClass::MasterKill => {
+            (targets.families_due)(now, MASTER_KILL_LASTS, &["semaphore", "psem"])
+        }
+        _ => false,
+    }
 }
 
 /// Runs until `stop` is set (or `deadline`), returns the faults it injected, each healed, and
@@ -111,15 +127,7 @@ pub fn run(
             }
             _ => None,
         };
-        let lasts = Duration::from_millis(MEMORY_HOLD_MAX_MS) + targets.lease;
-        if class == FaultClass::MemoryFull
-            && (targets.counting_semaphore_due)(Instant::now(), lasts)
-        {
-            continue;
-        }
-        if class == FaultClass::MasterKill
-            && (targets.semaphores_due)(Instant::now(), MASTER_KILL_LASTS)
-        {
+        if spared(targets, class) {
             continue;
         }
         let injected = match class {
