@@ -246,6 +246,164 @@ async fn a_lost_permits_release_is_settled_by_its_grant_marker() {
     client.shutdown().await;
 }
 
+/// Regression (the long fault run on a Valkey cluster, 2026-12-07: a counting semaphore left
+/// with 0 of its 2 permits after master kills in a row): permits whose release loses its
+/// reply, and whose second send loses its reply too, are still settled by the grant marker.
+/// Each lost send is cut off and the marker read: still there, the release has not run, and
+/// it is sent again. Before, the second lost reply was the end: the caller got the error and
+/// the permits stayed taken for good (the semaphore has no lease).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permits_release_whose_resends_are_lost_too_is_settled() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let mut raw = server.conn().await;
+    let client = builder(proxy.url()).build().unwrap();
+    warm_up(&client).await;
+    // The last lost send ran (reset after), or none of them did.
+    for last_ran in [false, true] {
+        let name = unique_name("sem");
+        let sem = client.semaphore(&name);
+        sem.try_set_permits(3).await.unwrap();
+        let permits = sem.acquire(2).await.unwrap();
+        assert_eq!(value(&mut raw, &name).await.as_deref(), Some("1"));
+        let channel = format!("redisson_sc:{{{name}}}");
+        let mut triggers = vec![
+            proxy.reset_before(channel.as_bytes()),
+            proxy.reset_before(channel.as_bytes()),
+        ];
+        triggers.push(if last_ran {
+            proxy.reset_after(channel.as_bytes())
+        } else {
+            proxy.reset_before(channel.as_bytes())
+        });
+        let released = timeout(Duration::from_secs(20), permits.release())
+            .await
+            .expect("the release did not return");
+        for (i, trigger) in triggers.iter().enumerate() {
+            assert!(
+                trigger.fired(),
+                "last_ran {last_ran}: send {} was not reset",
+                i + 1
+            );
+        }
+        // The caller may have the error (settling outlasted its patience) or `Ok`; either way
+        // the permits come back, once.
+        assert!(
+            value_becomes(&mut raw, &name, "3", Duration::from_secs(10)).await,
+            "last_ran {last_ran}: the permits never came back ({released:?}): {:?}",
+            value(&mut raw, &name).await
+        );
+        sleep(ms(500)).await;
+        assert_eq!(
+            value(&mut raw, &name).await.as_deref(),
+            Some("3"),
+            "last_ran {last_ran}: released more than once"
+        );
+        let markers: Vec<String> = raw
+            .keys(format!("{{{name}}}:redisson_sync:grant:*"))
+            .await
+            .unwrap();
+        assert!(markers.is_empty(), "{markers:?}");
+    }
+    client.shutdown().await;
+}
+
+/// Permits whose release Redis refuses for now (`BUSY`: a long script runs; a failover's
+/// `CLUSTERDOWN`, `TRYAGAIN` and `READONLY` are refusals alike) are sent again once it
+/// answers, and come back once. Before, the refusal was the caller's error and the permits
+/// stayed taken for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permits_release_refused_for_now_is_sent_again() {
+    // `busy-reply-threshold` (7.0+) was `lua-time-limit` before: whichever the server knows.
+    let server = RedisServer::builder()
+        .args(&["--busy-reply-threshold", "100"])
+        .try_start()
+        .unwrap_or_else(|_| RedisServer::start_with(&["--lua-time-limit", "100"]));
+    let mut raw = server.conn().await;
+    let client = builder(server.url()).build().unwrap();
+    warm_up(&client).await;
+    let name = unique_name("sem");
+    let sem = client.semaphore(&name);
+    sem.try_set_permits(2).await.unwrap();
+    let permits = sem.acquire(2).await.unwrap();
+    let busy = {
+        let mut con = server.connect();
+        std::thread::spawn(move || {
+            // Spins for 1.5 s inside Redis.
+            let script = "local t = redis.call('TIME') \
+                 local start = t[1] * 1000000 + t[2] \
+                 while true do \
+                   local n = redis.call('TIME') \
+                   if n[1] * 1000000 + n[2] - start > 1500000 then break end \
+                 end return 1";
+            let _: redis::RedisResult<i64> = redis::cmd("EVAL").arg(script).arg(0).query(&mut con);
+        })
+    };
+    sleep(ms(400)).await;
+    let released = timeout(Duration::from_secs(10), permits.release())
+        .await
+        .expect("the release did not return");
+    busy.join().unwrap();
+    assert!(
+        value_becomes(&mut raw, &name, "2", Duration::from_secs(10)).await,
+        "the permits never came back ({released:?}): {:?}",
+        value(&mut raw, &name).await
+    );
+    sleep(ms(500)).await;
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("2"));
+    let markers: Vec<String> = raw
+        .keys(format!("{{{name}}}:redisson_sync:grant:*"))
+        .await
+        .unwrap();
+    assert!(markers.is_empty(), "{markers:?}");
+    client.shutdown().await;
+}
+
+/// Permits released while every connection is reset (a master being failed over) come back
+/// once the link heals: the caller gets the error, and the release is settled in the
+/// background by its grant marker, as the permit-expirable semaphore's goes on by its ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permits_release_failing_while_the_link_is_down_completes_after_it_heals() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let mut raw = server.conn().await;
+    let client = builder(proxy.url())
+        .command_timeout(ms(500))
+        .build()
+        .unwrap();
+    warm_up(&client).await;
+    let name = unique_name("sem");
+    let sem = client.semaphore(&name);
+    sem.try_set_permits(2).await.unwrap();
+    let permits = sem.acquire(2).await.unwrap();
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
+
+    proxy.set_mode(Mode::Reset);
+    let failed = timeout(Duration::from_secs(10), permits.release())
+        .await
+        .expect("the release did not return");
+    assert!(
+        failed.is_err(),
+        "the release went through a reset link: {failed:?}"
+    );
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
+    sleep(ms(700)).await;
+    proxy.set_mode(Mode::Pass);
+    assert!(
+        value_becomes(&mut raw, &name, "2", Duration::from_secs(10)).await,
+        "the permits never came back: {:?}",
+        value(&mut raw, &name).await
+    );
+    sleep(ms(500)).await;
+    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("2"));
+    let markers: Vec<String> = raw
+        .keys(format!("{{{name}}}:redisson_sync:grant:*"))
+        .await
+        .unwrap();
+    assert!(markers.is_empty(), "{markers:?}");
+    client.shutdown().await;
+}
+
 /// Every message of the client's subscription lost (frozen by the proxy): a parked waiter is
 /// still served, by its re-check, within about `recheck_interval`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

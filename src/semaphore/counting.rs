@@ -377,10 +377,10 @@ impl Inner {
         bool_reply("semaphore/try_set.lua", self.shared.conn.call(call).await?)
     }
 
-    /// Runs the release script, in a `release` span. A lost reply is cut off (so it cannot
-    /// run later); without a grant marker it is reported, never sent again. With one (the
-    /// permits of an acquisition, whose marker the release deletes) it is settled: see
-    /// [`settle_release`](Self::settle_release).
+    /// Runs the release script, in a `release` span. Without a grant marker a lost reply is
+    /// cut off (so it cannot run later), reported, and never sent again. With one (the
+    /// permits of an acquisition, whose marker the release deletes) any transient failure is
+    /// settled: see [`settle_release`](Self::settle_release).
     async fn release(
         self: &Arc<Self>,
         permits: u32,
@@ -403,78 +403,93 @@ impl Inner {
         // still run while it drains them; the callers' own calls check.
         let delivery = Delivery::default();
         let key = marker.map(|m| &*m.key);
-        match self.send_release(permits, if_exists, key, &delivery).await {
-            Err(e) if e.outcome_unknown() && delivery.was_sent() => match marker {
-                Some(marker) => {
-                    let settle = Arc::clone(self).settle_release(
-                        permits,
-                        if_exists,
-                        marker.clone(),
-                        delivery,
-                        e,
-                    );
-                    // Boxed: rare, and the settling future is large.
-                    Box::pin(wait::release_in_time(
-                        &self.shared,
-                        self.name.clone(),
-                        "release",
-                        self.shared.config.command_timeout,
-                        settle,
-                    ))
-                    .await
-                    .map(|()| true)
+        match (
+            self.send_release(permits, if_exists, key, &delivery).await,
+            marker,
+        ) {
+            (Err(e), Some(marker)) if e.is_transient() => {
+                let lost = delivery.was_sent().then_some(delivery);
+                let settle =
+                    Arc::clone(self).settle_release(permits, if_exists, marker.clone(), lost, e);
+                // Boxed: rare, and the settling future is large.
+                Box::pin(wait::release_in_time(
+                    &self.shared,
+                    self.name.clone(),
+                    "release",
+                    self.shared.config.command_timeout,
+                    settle,
+                ))
+                .await
+                .map(|()| true)
+            }
+            (Err(e), None) if e.outcome_unknown() && delivery.was_sent() => {
+                // Never sent again (a second run would add permits); only made sure it cannot
+                // run later. The caller gets the error either way.
+                if let Err(cut) = wait::cut_off(&self.shared, &delivery, &self.name).await {
+                    tracing::warn!(semaphore = %self.name, error = %cut, "cutting off a release of unknown outcome failed; it may still take effect");
                 }
-                None => {
-                    // Never sent again (a second run would add permits); only made sure it
-                    // cannot run later. The caller gets the error either way.
-                    if let Err(cut) = wait::cut_off(&self.shared, &delivery, &self.name).await {
-                        tracing::warn!(semaphore = %self.name, error = %cut, "cutting off a release of unknown outcome failed; it may still take effect");
-                    }
-                    Err(e)
-                }
-            },
-            reply => reply,
+                Err(e)
+            }
+            (reply, _) => reply,
         }
     }
 
-    /// Settles a release of an acquisition's permits whose reply never came, by the grant
-    /// marker the release deletes: the request is cut off (it cannot run later), then the
-    /// marker still there means it did not run, and it is sent once more; the marker gone
-    /// before it could have expired means it ran. Past the marker's life, or after a second
-    /// lost reply, the error stands (the permits may stay taken: the semaphore has no lease).
+    /// Settles a release of an acquisition's permits that failed transiently, by the grant
+    /// marker the release deletes. A send whose reply never came (`lost`) is cut off (it
+    /// cannot run later) and the marker read: gone before it could have expired, the release
+    /// ran; still there, it did not, and it is sent again. A send Redis refused or that could
+    /// not be sent (the slot's master down in a failover) is sent again after a pause
+    /// ([`wait::BACKGROUND_RETRIES`], about a minute in all). At most 10 sends more; past
+    /// them, past the marker's life, or on an error that is not transient, the error stands
+    /// (the permits may stay taken: the semaphore has no lease).
     async fn settle_release(
         self: Arc<Self>,
         permits: u32,
         if_exists: bool,
         marker: Marker,
-        mut delivery: Delivery,
+        mut lost: Option<Delivery>,
         mut error: Error,
     ) -> Result<()> {
-        for sends in 1..=2 {
-            if !self.marker_exists(&delivery, &marker.key).await? {
-                return if Instant::now() < marker.alive_until {
-                    Ok(())
-                } else {
-                    Err(error)
-                };
+        let mut sends = wait::BACKGROUND_RETRIES.iter();
+        loop {
+            match lost.take() {
+                Some(delivery) => {
+                    if !self.marker_exists(&delivery, &marker.key).await? {
+                        return if Instant::now() < marker.alive_until {
+                            Ok(())
+                        } else {
+                            Err(error)
+                        };
+                    }
+                    if sends.next().is_none() {
+                        return Err(error);
+                    }
+                    tracing::debug!(semaphore = %self.name, error = %error, "a release did not run; sending it again");
+                }
+                None => {
+                    let Some(pause) = sends.next() else {
+                        return Err(error);
+                    };
+                    tokio::time::sleep(*pause).await;
+                }
             }
-            if sends == 2 {
-                break;
+            if self.shared.tasks.is_shut_down() {
+                return Err(error);
             }
-            tracing::debug!(semaphore = %self.name, error = %error, "a release did not run; sending it again");
             let again = Delivery::default();
             match self
                 .send_release(permits, if_exists, Some(&marker.key), &again)
                 .await
             {
-                Err(e) if e.outcome_unknown() && again.was_sent() => {
-                    delivery = again;
+                Err(e) if e.is_transient() => {
+                    // Settled by the marker if it went out (a refusal that did is harmless
+                    // to cut off); not sent, it did not run.
+                    lost = again.was_sent().then_some(again);
                     error = e;
                 }
                 reply => return reply.map(|_| ()),
             }
         }
-        Err(error)
     }
 
     /// Sends the release script once, tracked by `delivery`.
