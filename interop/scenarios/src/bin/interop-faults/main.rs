@@ -635,9 +635,8 @@ fn run(options: &Options) -> Result<bool, String> {
         let margin = Duration::from_secs(5);
         let from = at.saturating_duration_since(started).saturating_sub(margin);
         let to = at.saturating_duration_since(started) + within + margin;
-        let slice = options.slice.as_millis().max(1);
-        (from.as_millis() / slice..=to.as_millis() / slice)
-            .any(|slot| families.contains(&KINDS[slot as usize % KINDS.len()]))
+        (slot_at(from, options.slice)..=slot_at(to, options.slice))
+            .any(|slot| families.contains(&family_of(slot)))
     };
     let sentinel_url = sentinel
         .as_ref()
@@ -924,6 +923,17 @@ struct Plan {
     pace: Duration,
 }
 
+/// The workers' schedule: the slice of the run `elapsed` falls in...
+fn slot_at(elapsed: Duration, slice: Duration) -> u128 {
+    elapsed.as_millis() / slice.as_millis().max(1)
+}
+
+/// ...and the family of kinds every worker loads in it: one per slice, in [`KINDS`] order,
+/// round and round. The nemesis reads the same schedule (`families_due`).
+fn family_of(slot: u128) -> &'static str {
+    KINDS[(slot % KINDS.len() as u128) as usize]
+}
+
 fn work(agent: &Agent, owner: u64, plan: Plan, name_of: &dyn Fn(&str) -> String) -> WorkerLog {
     let Plan {
         seed,
@@ -942,8 +952,7 @@ fn work(agent: &Agent, owner: u64, plan: Plan, name_of: &dyn Fn(&str) -> String)
         if now >= deadline {
             break;
         }
-        let slot = ((now - started).as_millis() / slice.as_millis()) as usize % KINDS.len();
-        let family = KINDS[slot];
+        let family = family_of(slot_at(now - started, slice));
         if (!crate_side || sentinel) && matches!(family, "semaphore" | "psem") {
             // Redisson's untimed semaphore acquires (RSemaphore and RPermitExpirableSemaphore)
             // wait for a release message without ever looking again: after a lost message
@@ -1237,8 +1246,26 @@ fn prune_stale_fair_queues(
 
 #[cfg(test)]
 mod tests {
-    use super::{Errored, message_shape};
+    use std::time::Duration;
+
+    use super::{Errored, KINDS, family_of, message_shape, slot_at};
     use testkit::history::{Fault, FaultClass};
+
+    #[test]
+    fn the_schedule_gives_each_slice_the_next_family_round_and_round() {
+        let slice = Duration::from_secs(8);
+        let at = |ms: u64| family_of(slot_at(Duration::from_millis(ms), slice));
+        assert_eq!(at(0), KINDS[0]);
+        assert_eq!(at(7_999), KINDS[0]);
+        assert_eq!(at(8_000), KINDS[1]);
+        assert_eq!(at(8_000 * KINDS.len() as u64), KINDS[0]);
+        assert_eq!(at(8_000 * (KINDS.len() as u64 + 2) + 5), KINDS[2]);
+        // A zero slice (never given) reads as one millisecond rather than dividing by zero.
+        assert_eq!(
+            family_of(slot_at(Duration::from_millis(3), Duration::ZERO)),
+            KINDS[3]
+        );
+    }
 
     #[test]
     fn messages_of_one_cause_share_a_shape() {
