@@ -1346,6 +1346,85 @@ fn a_give_up_during_a_failover_is_cleaned_up_after_it(
     })
 }
 
+/// Permits released while the master of their slot is dead (SIGKILL, its replica not yet
+/// promoted) come back once the promoted replica serves the slot: the release, which Redis
+/// could not take then, is settled by its grant marker and sent again, exactly once, and the
+/// marker is gone. Before, the caller got the error and the permits stayed taken for good:
+/// the semaphore has no lease (a Valkey cluster fault run, 2026-12-07: 0 of 2 permits).
+fn permits_released_while_their_master_is_dead_come_back(
+    ctx: &mut Ctx,
+) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async move {
+        let client = ctx
+            .client(
+                PubSubMode::Auto,
+                Duration::from_secs(10),
+                Duration::from_secs(1),
+            )
+            .await;
+        let mut raw = ctx.raw().await;
+        let name = format!("{{{}}}", unique_name("permits"));
+        let sem = client.semaphore(name.clone());
+        assert!(sem.try_set_permits(2).await.unwrap());
+        let permits = sem.acquire(2).await.unwrap();
+        let master = ctx.cluster.node_for_key(&name);
+        let replica = ctx.replica_of(&name);
+        ctx.wait_synced(master, replica);
+        ctx.cluster.stop(master.index);
+        let killed = Instant::now();
+        let released = timeout(Duration::from_secs(30), permits.release())
+            .await
+            .expect("the release did not return within 30 s");
+        let deadline = Instant::now() + Duration::from_secs(40);
+        let count = loop {
+            let served = ctx.cluster.node_for_key(&name).port == replica.port;
+            let count: Option<String> = if served {
+                redis::cmd("GET")
+                    .arg(&name)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap_or(None)
+            } else {
+                None
+            };
+            if count.as_deref() == Some("2") || Instant::now() > deadline {
+                break count;
+            }
+            sleep(ms(100)).await;
+        };
+        assert_eq!(
+            count.as_deref(),
+            Some("2"),
+            "the permits never came back (the release: {released:?})"
+        );
+        eprintln!(
+            "master {} killed; the release returned {released:?}; 2 of 2 permits {:?} after the \
+             kill",
+            master.port,
+            killed.elapsed()
+        );
+        // Exactly once, and the marker went with the release.
+        sleep(ms(500)).await;
+        let count: Option<String> = redis::cmd("GET")
+            .arg(&name)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert_eq!(count.as_deref(), Some("2"));
+        let mut on_replica = ctx.cluster.server(replica.index).connect();
+        let markers: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{name}:redisson_sync:grant:*"))
+            .query(&mut on_replica)
+            .unwrap();
+        assert!(markers.is_empty(), "{markers:?}");
+        client.shutdown().await;
+        // The old master rejoins as a replica; the next test waits until it is in sync.
+        ctx.cluster.restart(master.index);
+        let rejoined = ctx.replica_of(&name);
+        ctx.wait_synced(ctx.cluster.node_for_key(&name), rejoined);
+    })
+}
+
 /// The master of a held lock's slot is killed (SIGKILL) before its replica had the lock (the
 /// replica was paused while the lock was taken: asynchronous replication loses the write), and
 /// the replica is promoted: the lock is gone on the new master, and the holder's guard reports
@@ -1533,6 +1612,10 @@ const TESTS: &[(&str, TestFn)] = &[
     (
         "a_give_up_during_a_failover_is_cleaned_up_after_it",
         a_give_up_during_a_failover_is_cleaned_up_after_it,
+    ),
+    (
+        "permits_released_while_their_master_is_dead_come_back",
+        permits_released_while_their_master_is_dead_come_back,
     ),
     (
         "a_killed_master_loses_an_unreplicated_lock_and_the_guard_says_so",

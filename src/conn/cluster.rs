@@ -453,7 +453,70 @@ impl Cluster {
 
     /// Kills the connection `client` at its node (`CLIENT KILL ID .. ADDR ..`, sent to the
     /// node the identity names, else to `key`'s master).
+    ///
+    /// When that node cannot be reached (killed, or cut off from this client), the request
+    /// counts as cut off once `key`'s slot is served by another master
+    /// ([`served_elsewhere`](Self::served_elsewhere)): nothing that node runs from then on
+    /// reaches the slot's data. Otherwise a master that died for good would leave every
+    /// request of unknown outcome on it unsettled.
     pub(super) async fn cut_off(&self, client: &ServerClient, key: &str) -> Result<Value> {
+        let killed = self.kill_client(client, key).await;
+        match (&killed, client.node.as_deref()) {
+            (Err(e), Some(node)) if e.is_transient() => {
+                let mut conn = self.connection().await?;
+                refresh_slots(&mut conn, &self.refreshed).await;
+                if self.served_elsewhere(&mut conn, node, key).await {
+                    tracing::debug!(node, key, error = %e, "the node a request went to is unreachable and its slot served by another master: nothing of the request can take effect");
+                    return Ok(Value::Int(0));
+                }
+                killed
+            }
+            _ => killed,
+        }
+    }
+
+    /// Whether `key`'s slot is served now by a master other than `node`, as that master says
+    /// (`CLIENT INFO`'s `laddr`, `ROLE`). A replica promoted over `node` takes nothing from
+    /// it any more, and a node whose slot migrated refuses the slot's keys: what `node` runs
+    /// later cannot change the slot's data, so evidence read from its master is final.
+    async fn served_elsewhere(&self, conn: &mut ClusterConnection, node: &str, key: &str) -> bool {
+        let master = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+            Route::with_slot(Slot::for_key(key), SlotAddr::Master),
+        ));
+        let info = tokio::time::timeout(
+            self.command_timeout,
+            conn.route_command(redis::cmd("CLIENT").arg("INFO").clone(), master),
+        )
+        .await;
+        let serving = match info {
+            Ok(Ok(info)) => redis::from_redis_value::<String>(info)
+                .ok()
+                .and_then(|info| ServerClient::parse(&info))
+                .and_then(|client| client.node),
+            _ => None,
+        };
+        let Some((host, port)) = serving
+            .filter(|serving| serving != node)
+            .as_deref()
+            .and_then(split_host_port)
+        else {
+            return false;
+        };
+        let at = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+        let role = tokio::time::timeout(
+            self.command_timeout,
+            conn.route_command(redis::cmd("ROLE").clone(), at),
+        )
+        .await;
+        matches!(
+            role,
+            Ok(Ok(Value::Array(ref items)))
+                if matches!(items.first(), Some(Value::BulkString(b)) if b.as_slice() == b"master")
+        )
+    }
+
+    /// `CLIENT KILL` of `client` at its node (see [`cut_off`](Self::cut_off)).
+    async fn kill_client(&self, client: &ServerClient, key: &str) -> Result<Value> {
         let mut conn = self.connection().await?;
         let mut cmd = redis::cmd("CLIENT");
         cmd.arg("KILL").arg("ID").arg(client.id);
@@ -659,6 +722,30 @@ fn refusal(code: Option<&str>) -> bool {
 /// At most one slot-map rebuild asked for in this period.
 const REFRESH_PERIOD: Duration = Duration::from_millis(500);
 
+/// Has redis-rs rebuild its slot map from the seed nodes, at most once per
+/// [`REFRESH_PERIOD`] for the client (`refreshed`: when it was last asked): see
+/// [`Routed::refresh`].
+async fn refresh_slots(
+    conn: &mut ClusterConnection,
+    refreshed: &Mutex<Option<std::time::Instant>>,
+) {
+    {
+        let mut last = refreshed.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = std::time::Instant::now();
+        if last.is_some_and(|at| now.duration_since(at) < REFRESH_PERIOD) {
+            return;
+        }
+        *last = Some(now);
+    }
+    let nowhere = SingleNodeRoutingInfo::ByAddress {
+        host: "redisson-sync.refresh.invalid".to_owned(),
+        port: 1,
+    };
+    let _ = conn
+        .route_command(redis::cmd("PING"), RoutingInfo::SingleNode(nowhere))
+        .await;
+}
+
 impl Routed {
     /// After a request failed with `e`: `true` when it was refused without running and is
     /// worth sending again (to where `MOVED` or `ASK` points, or after a pause in a
@@ -717,25 +804,7 @@ impl Routed {
     /// refreshes the map. A command routed to an address it has no connection to makes it
     /// reconnect from the seed nodes; nothing is sent anywhere.
     async fn refresh(&mut self) {
-        {
-            let mut last = self
-                .refreshed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let now = std::time::Instant::now();
-            if last.is_some_and(|at| now.duration_since(at) < REFRESH_PERIOD) {
-                return;
-            }
-            *last = Some(now);
-        }
-        let nowhere = SingleNodeRoutingInfo::ByAddress {
-            host: "redisson-sync.refresh.invalid".to_owned(),
-            port: 1,
-        };
-        let _ = self
-            .conn
-            .route_command(redis::cmd("PING"), RoutingInfo::SingleNode(nowhere))
-            .await;
+        refresh_slots(&mut self.conn, &self.refreshed).await;
     }
 
     /// Waits before starting over from the slot's master.
