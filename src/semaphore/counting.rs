@@ -408,7 +408,7 @@ impl Inner {
             marker,
         ) {
             (Err(e), Some(marker)) if e.is_transient() => {
-                let lost = delivery.was_sent().then_some(delivery);
+                let lost = may_have_run(delivery, &e);
                 let settle =
                     Arc::clone(self).settle_release(permits, if_exists, marker.clone(), lost, e);
                 // Boxed: rare, and the settling future is large.
@@ -482,9 +482,7 @@ impl Inner {
                 .await
             {
                 Err(e) if e.is_transient() => {
-                    // Settled by the marker if it went out (a refusal that did is harmless
-                    // to cut off); not sent, it did not run.
-                    lost = again.was_sent().then_some(again);
+                    lost = may_have_run(again, &e);
                     error = e;
                 }
                 reply => return reply.map(|_| ()),
@@ -532,6 +530,14 @@ impl Inner {
             wait::settle(&self.shared, delivery, marker, &cmd, self.marker_ttl() / 2).await?;
         bool_reply("EXISTS", reply)
     }
+}
+
+/// The send of a release that failed with the transient `error`, if it may have run: it went
+/// out, and Redis did not refuse it (`BUSY`, `CLUSTERDOWN` and the like prove it did not run).
+/// Such a send is settled by the grant marker, after a cut-off; one that did not go out or was
+/// refused is simply sent again.
+fn may_have_run(delivery: Delivery, error: &Error) -> Option<Delivery> {
+    (delivery.was_sent() && !error.server_busy()).then_some(delivery)
 }
 
 /// One acquisition of permits, as the wait engine drives it.
