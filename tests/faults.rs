@@ -22,8 +22,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    FaultProxy, Kind, Mode, RedisServer, builder, gone_within, ms, per_kind, script_calls, state,
-    unique_name,
+    FaultProxy, Kind, Mode, RedisServer, builder, busy_for, busy_server, gone_within, ms, per_kind,
+    script_calls, state, unique_name,
 };
 use redis::AsyncCommands;
 use redisson_sync::{Client, LockOptions, Owner};
@@ -631,28 +631,12 @@ per_kind!(at_once multi_thread(2), async fn defect_9_a_waiting_lock_retries_thro
 /// `lock()` retries within its wait and gets the lock once the script ends. Before: it failed
 /// at once with the BUSY error.
 async fn defect_9_a_waiting_lock_retries_through_busy(kind: Kind) {
-    // `busy-reply-threshold` (7.0+) was `lua-time-limit` before: whichever the server knows.
-    let server = RedisServer::builder()
-        .args(&["--busy-reply-threshold", "100"])
-        .try_start()
-        .unwrap_or_else(|_| RedisServer::start_with(&["--lua-time-limit", "100"]));
+    let server = busy_server();
     let client = builder(server.url()).build().unwrap();
     let name = unique_name("d9");
     kind.warm_up(&client).await;
 
-    let busy = {
-        let mut con = server.connect();
-        std::thread::spawn(move || {
-            // Spins for 1.5 s inside Redis.
-            let script = "local t = redis.call('TIME') \
-                 local start = t[1] * 1000000 + t[2] \
-                 while true do \
-                   local n = redis.call('TIME') \
-                   if n[1] * 1000000 + n[2] - start > 1500000 then break end \
-                 end return 1";
-            let _: redis::RedisResult<i64> = redis::cmd("EVAL").arg(script).arg(0).query(&mut con);
-        })
-    };
+    let busy = busy_for(&server, ms(1500));
     sleep(ms(400)).await;
     let start = Instant::now();
     let g = timeout(Duration::from_secs(6), kind.any(&client, &name).lock())

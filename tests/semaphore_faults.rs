@@ -9,7 +9,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    FaultProxy, Mode, RedisServer, builder, ms, unique_name, value, value_becomes, wait_numsub,
+    FaultProxy, Mode, RedisServer, builder, busy_for, busy_server, ms, unique_name, value,
+    value_becomes, wait_numsub,
 };
 use redis::AsyncCommands;
 use redisson_sync::Client;
@@ -25,6 +26,33 @@ async fn warm_up(client: &Client) {
     psem.try_set_permits(1).await.unwrap();
     let ids = psem.acquire(1, None).await.unwrap();
     psem.release(&ids).await.unwrap();
+}
+
+/// The permits of `name` come back to `count`, within 10 s, and exactly once (still `count`
+/// half a second later), and no grant marker is left: what every settled release leaves.
+/// `released` is what the caller got, for the message.
+async fn released_once(
+    raw: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+    count: &str,
+    released: &dyn std::fmt::Debug,
+) {
+    assert!(
+        value_becomes(raw, name, count, Duration::from_secs(10)).await,
+        "the permits never came back ({released:?}): {:?}",
+        value(raw, name).await
+    );
+    sleep(ms(500)).await;
+    assert_eq!(
+        value(raw, name).await.as_deref(),
+        Some(count),
+        "released more than once"
+    );
+    let markers: Vec<String> = raw
+        .keys(format!("{{{name}}}:redisson_sync:grant:*"))
+        .await
+        .unwrap();
+    assert!(markers.is_empty(), "{markers:?}");
 }
 
 /// The connection drops after Redis ran the acquire, before its reply: the client cuts the
@@ -126,54 +154,6 @@ async fn a_lost_permit_release_reply_is_settled_by_the_ids() {
     client.shutdown().await;
 }
 
-/// Regression (found by the fault suite, seed 2 of the long run): a permit release that fails
-/// while the link is down (every connection reset) reports the error, and goes on in the
-/// background once the link is back: the permits, which have no lease, come back. Before, they
-/// were held for good.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_permit_release_failing_while_the_link_is_down_completes_after_it_heals() {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.addr());
-    let mut raw = server.conn().await;
-    let client = builder(proxy.url())
-        .command_timeout(ms(500))
-        .build()
-        .unwrap();
-    warm_up(&client).await;
-    let name = unique_name("psem");
-    let sem = client.permit_expirable_semaphore(&name);
-    sem.try_set_permits(2).await.unwrap();
-    let ids = sem.acquire(2, None).await.unwrap();
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
-
-    proxy.set_mode(Mode::Reset);
-    let failed = sem.release(&ids).await;
-    assert!(
-        failed.is_err(),
-        "the release went through a reset link: {failed:?}"
-    );
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
-    sleep(ms(700)).await;
-    proxy.set_mode(Mode::Pass);
-    assert!(
-        value_becomes(&mut raw, &name, "2", Duration::from_secs(10)).await,
-        "the permits never came back: {:?}",
-        value(&mut raw, &name).await
-    );
-    let left: u64 = raw.zcard(format!("{{{name}}}:timeout")).await.unwrap();
-    assert_eq!(left, 0);
-    // Released once, not twice: releasing them again finds them gone.
-    assert!(
-        sem.release(&ids)
-            .await
-            .unwrap_err()
-            .to_string()
-            .contains("released already")
-    );
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("2"));
-    client.shutdown().await;
-}
-
 /// A release whose reply is lost is not sent a second time (that would create permits): the
 /// caller gets the error, and the count went up exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,10 +179,13 @@ async fn a_lost_release_reply_is_reported_and_never_sent_twice() {
 }
 
 /// Permits released with a lost reply are settled by their acquisition's grant marker, which
-/// the release deletes: a release that never reached Redis is sent once more, one that ran is
+/// the release deletes: a release that never reached Redis is sent again, one that ran is
 /// not, and either way the caller gets `Ok` and the count went up exactly once. Before, both
 /// reported the error, and the first lost the permits for good (the soak, seed 8: a semaphore
-/// left with 1 of its 2 permits).
+/// left with 1 of its 2 permits). The same when the sends that follow lose their replies too
+/// (three lost in a row): each lost send is cut off and the marker read again. Before that
+/// (the long fault run on a Valkey cluster, 2026-12-07: 0 of 2 permits after master kills in a
+/// row), the second lost reply was the end, and the permits stayed taken for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_permits_release_is_settled_by_its_grant_marker() {
     let server = RedisServer::start();
@@ -210,100 +193,38 @@ async fn a_lost_permits_release_is_settled_by_its_grant_marker() {
     let mut raw = server.conn().await;
     let client = builder(proxy.url()).build().unwrap();
     warm_up(&client).await;
-    for ran in [false, true] {
+    // How many sends lose their reply, and whether the last of them ran (reset after it
+    // reached Redis) or not (reset before).
+    for (lost, ran) in [(1, false), (1, true), (3, false), (3, true)] {
         let name = unique_name("sem");
         let sem = client.semaphore(&name);
         sem.try_set_permits(3).await.unwrap();
         let permits = sem.acquire(2).await.unwrap();
         assert_eq!(value(&mut raw, &name).await.as_deref(), Some("1"));
         let channel = format!("redisson_sc:{{{name}}}");
-        let trigger = if ran {
-            proxy.reset_after(channel.as_bytes())
-        } else {
-            proxy.reset_before(channel.as_bytes())
-        };
+        let triggers: Vec<_> = (1..=lost)
+            .map(|send| {
+                if ran && send == lost {
+                    proxy.reset_after(channel.as_bytes())
+                } else {
+                    proxy.reset_before(channel.as_bytes())
+                }
+            })
+            .collect();
         let released = timeout(Duration::from_secs(10), permits.release())
             .await
             .expect("the release did not return");
-        assert!(trigger.fired(), "the proxy did not reset");
-        assert!(
-            released.is_ok(),
-            "ran {ran}: a settled release reported {released:?}"
-        );
-        assert_eq!(
-            value(&mut raw, &name).await.as_deref(),
-            Some("3"),
-            "ran {ran}: released not exactly once"
-        );
-        sleep(ms(300)).await;
-        assert_eq!(value(&mut raw, &name).await.as_deref(), Some("3"));
-        let markers: Vec<String> = raw
-            .keys(format!("{{{name}}}:redisson_sync:grant:*"))
-            .await
-            .unwrap();
-        assert!(markers.is_empty(), "{markers:?}");
-    }
-    client.shutdown().await;
-}
-
-/// Regression (the long fault run on a Valkey cluster, 2026-12-07: a counting semaphore left
-/// with 0 of its 2 permits after master kills in a row): permits whose release loses its
-/// reply, and whose second send loses its reply too, are still settled by the grant marker.
-/// Each lost send is cut off and the marker read: still there, the release has not run, and
-/// it is sent again. Before, the second lost reply was the end: the caller got the error and
-/// the permits stayed taken for good (the semaphore has no lease).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_permits_release_whose_resends_are_lost_too_is_settled() {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.addr());
-    let mut raw = server.conn().await;
-    let client = builder(proxy.url()).build().unwrap();
-    warm_up(&client).await;
-    // The last lost send ran (reset after), or none of them did.
-    for last_ran in [false, true] {
-        let name = unique_name("sem");
-        let sem = client.semaphore(&name);
-        sem.try_set_permits(3).await.unwrap();
-        let permits = sem.acquire(2).await.unwrap();
-        assert_eq!(value(&mut raw, &name).await.as_deref(), Some("1"));
-        let channel = format!("redisson_sc:{{{name}}}");
-        let mut triggers = vec![
-            proxy.reset_before(channel.as_bytes()),
-            proxy.reset_before(channel.as_bytes()),
-        ];
-        triggers.push(if last_ran {
-            proxy.reset_after(channel.as_bytes())
-        } else {
-            proxy.reset_before(channel.as_bytes())
-        });
-        let released = timeout(Duration::from_secs(20), permits.release())
-            .await
-            .expect("the release did not return");
-        for (i, trigger) in triggers.iter().enumerate() {
+        for (send, trigger) in triggers.iter().enumerate() {
             assert!(
                 trigger.fired(),
-                "last_ran {last_ran}: send {} was not reset",
-                i + 1
+                "{lost} lost, ran {ran}: send {send} was not reset"
             );
         }
-        // The caller may have the error (settling outlasted its patience) or `Ok`; either way
-        // the permits come back, once.
         assert!(
-            value_becomes(&mut raw, &name, "3", Duration::from_secs(10)).await,
-            "last_ran {last_ran}: the permits never came back ({released:?}): {:?}",
-            value(&mut raw, &name).await
+            released.is_ok(),
+            "{lost} lost, ran {ran}: a settled release reported {released:?}"
         );
-        sleep(ms(500)).await;
-        assert_eq!(
-            value(&mut raw, &name).await.as_deref(),
-            Some("3"),
-            "last_ran {last_ran}: released more than once"
-        );
-        let markers: Vec<String> = raw
-            .keys(format!("{{{name}}}:redisson_sync:grant:*"))
-            .await
-            .unwrap();
-        assert!(markers.is_empty(), "{markers:?}");
+        released_once(&mut raw, &name, "3", &(lost, ran)).await;
     }
     client.shutdown().await;
 }
@@ -314,11 +235,7 @@ async fn a_permits_release_whose_resends_are_lost_too_is_settled() {
 /// stayed taken for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permits_release_refused_for_now_is_sent_again() {
-    // `busy-reply-threshold` (7.0+) was `lua-time-limit` before: whichever the server knows.
-    let server = RedisServer::builder()
-        .args(&["--busy-reply-threshold", "100"])
-        .try_start()
-        .unwrap_or_else(|_| RedisServer::start_with(&["--lua-time-limit", "100"]));
+    let server = busy_server();
     let mut raw = server.conn().await;
     let client = builder(server.url()).build().unwrap();
     warm_up(&client).await;
@@ -326,82 +243,72 @@ async fn a_permits_release_refused_for_now_is_sent_again() {
     let sem = client.semaphore(&name);
     sem.try_set_permits(2).await.unwrap();
     let permits = sem.acquire(2).await.unwrap();
-    let busy = {
-        let mut con = server.connect();
-        std::thread::spawn(move || {
-            // Spins for 1.5 s inside Redis.
-            let script = "local t = redis.call('TIME') \
-                 local start = t[1] * 1000000 + t[2] \
-                 while true do \
-                   local n = redis.call('TIME') \
-                   if n[1] * 1000000 + n[2] - start > 1500000 then break end \
-                 end return 1";
-            let _: redis::RedisResult<i64> = redis::cmd("EVAL").arg(script).arg(0).query(&mut con);
-        })
-    };
+    let busy = busy_for(&server, ms(1500));
     sleep(ms(400)).await;
     let released = timeout(Duration::from_secs(10), permits.release())
         .await
         .expect("the release did not return");
     busy.join().unwrap();
-    assert!(
-        value_becomes(&mut raw, &name, "2", Duration::from_secs(10)).await,
-        "the permits never came back ({released:?}): {:?}",
-        value(&mut raw, &name).await
-    );
-    sleep(ms(500)).await;
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("2"));
-    let markers: Vec<String> = raw
-        .keys(format!("{{{name}}}:redisson_sync:grant:*"))
-        .await
-        .unwrap();
-    assert!(markers.is_empty(), "{markers:?}");
+    released_once(&mut raw, &name, "2", &released).await;
     client.shutdown().await;
 }
 
 /// Permits released while every connection is reset (a master being failed over) come back
-/// once the link heals: the caller gets the error, and the release is settled in the
-/// background by its grant marker, as the permit-expirable semaphore's goes on by its ids.
+/// once the link heals, for both semaphores: the caller gets the error, and the release goes
+/// on in the background, settled by its grant marker (the counting semaphore) or sent again
+/// with its ids (the permit-expirable one, whose second release then finds them gone).
+/// Regression for the permit-expirable semaphore (found by the fault suite, seed 2 of the
+/// long run): its permits, which have no lease, were held for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_permits_release_failing_while_the_link_is_down_completes_after_it_heals() {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.addr());
-    let mut raw = server.conn().await;
-    let client = builder(proxy.url())
-        .command_timeout(ms(500))
-        .build()
-        .unwrap();
-    warm_up(&client).await;
-    let name = unique_name("sem");
-    let sem = client.semaphore(&name);
-    sem.try_set_permits(2).await.unwrap();
-    let permits = sem.acquire(2).await.unwrap();
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
+async fn permits_released_while_the_link_is_down_come_back_after_it_heals() {
+    for expirable in [false, true] {
+        let server = RedisServer::start();
+        let proxy = FaultProxy::start(server.addr());
+        let mut raw = server.conn().await;
+        let client = builder(proxy.url())
+            .command_timeout(ms(500))
+            .build()
+            .unwrap();
+        warm_up(&client).await;
+        let name = unique_name(if expirable { "psem" } else { "sem" });
+        let counting = client.semaphore(&name);
+        let psem = client.permit_expirable_semaphore(&name);
+        let (permits, ids) = if expirable {
+            psem.try_set_permits(2).await.unwrap();
+            (None, psem.acquire(2, None).await.unwrap())
+        } else {
+            counting.try_set_permits(2).await.unwrap();
+            (Some(counting.acquire(2).await.unwrap()), Vec::new())
+        };
+        assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
 
-    proxy.set_mode(Mode::Reset);
-    let failed = timeout(Duration::from_secs(10), permits.release())
+        proxy.set_mode(Mode::Reset);
+        let failed = timeout(Duration::from_secs(10), async {
+            match permits {
+                Some(permits) => permits.release().await,
+                None => psem.release(&ids).await,
+            }
+        })
         .await
         .expect("the release did not return");
-    assert!(
-        failed.is_err(),
-        "the release went through a reset link: {failed:?}"
-    );
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
-    sleep(ms(700)).await;
-    proxy.set_mode(Mode::Pass);
-    assert!(
-        value_becomes(&mut raw, &name, "2", Duration::from_secs(10)).await,
-        "the permits never came back: {:?}",
-        value(&mut raw, &name).await
-    );
-    sleep(ms(500)).await;
-    assert_eq!(value(&mut raw, &name).await.as_deref(), Some("2"));
-    let markers: Vec<String> = raw
-        .keys(format!("{{{name}}}:redisson_sync:grant:*"))
-        .await
-        .unwrap();
-    assert!(markers.is_empty(), "{markers:?}");
-    client.shutdown().await;
+        assert!(
+            failed.is_err(),
+            "expirable {expirable}: the release went through a reset link: {failed:?}"
+        );
+        assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
+        sleep(ms(700)).await;
+        proxy.set_mode(Mode::Pass);
+        released_once(&mut raw, &name, "2", &(expirable, &failed)).await;
+        if expirable {
+            let left: u64 = raw.zcard(format!("{{{name}}}:timeout")).await.unwrap();
+            assert_eq!(left, 0);
+            // Released once, not twice: releasing them again finds them gone.
+            let again = psem.release(&ids).await.unwrap_err().to_string();
+            assert!(again.contains("released already"), "{again}");
+            assert_eq!(value(&mut raw, &name).await.as_deref(), Some("2"));
+        }
+        client.shutdown().await;
+    }
 }
 
 /// Every message of the client's subscription lost (frozen by the proxy): a parked waiter is

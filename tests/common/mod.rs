@@ -25,7 +25,8 @@
 //!   [`wait_no_subscriptions`];
 //! - raw subscriptions: [`subscribe`], [`psubscribe`], [`next_message`], [`next_payload`],
 //!   [`drain`], [`assert_no_message`], [`Messages`];
-//! - faults: [`Paused`] (a SIGSTOPped server resumed on drop), [`dead_port`];
+//! - faults: [`Paused`] (a SIGSTOPped server resumed on drop), [`dead_port`], a script
+//!   keeping the server busy ([`busy_server`], [`busy_for`]);
 //! - the test matrix: every lock kind ([`Kind`], what each writes, publishes and refuses, and
 //!   [`per_kind!`](crate::common::per_kind) for one test per kind), the lock of any kind
 //!   ([`AnyLock`]), and the other primitives ([`Primitive`],
@@ -174,6 +175,35 @@ pub fn now_ms() -> i64 {
 pub fn dead_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
+}
+
+/// A server that answers `BUSY` once a script has run 100 ms (`busy-reply-threshold`, 7.0+;
+/// `lua-time-limit` before: whichever the server knows), for [`busy_for`].
+pub fn busy_server() -> RedisServer {
+    RedisServer::builder()
+        .args(&["--busy-reply-threshold", "100"])
+        .try_start()
+        .unwrap_or_else(|_| RedisServer::start_with(&["--lua-time-limit", "100"]))
+}
+
+/// Keeps `server` busy for `busy` inside one script, on a connection and thread of its own:
+/// from 100 ms in, on a [`busy_server`], every other command gets `BUSY`. Join the handle.
+pub fn busy_for(server: &RedisServer, busy: Duration) -> std::thread::JoinHandle<()> {
+    let mut con = server.connect();
+    let micros = busy.as_micros().to_string();
+    std::thread::spawn(move || {
+        let script = "local t = redis.call('TIME') \
+             local start = t[1] * 1000000 + t[2] \
+             while true do \
+               local n = redis.call('TIME') \
+               if n[1] * 1000000 + n[2] - start > tonumber(ARGV[1]) then break end \
+             end return 1";
+        let _: redis::RedisResult<i64> = redis::cmd("EVAL")
+            .arg(script)
+            .arg(0)
+            .arg(micros)
+            .query(&mut con);
+    })
 }
 
 /// Resumes a SIGSTOPped server when dropped, also when the test fails half-way.
