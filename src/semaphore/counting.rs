@@ -470,7 +470,12 @@ impl Inner {
                     let Some(pause) = sends.next() else {
                         return Err(error);
                     };
-                    tokio::time::sleep(*pause).await;
+                    // A shutdown ends the pause and the settling, as it ends the expirable
+                    // semaphore's later release: it would otherwise wait out the pauses.
+                    tokio::select! {
+                        () = self.shared.tasks.shutdown_signal() => return Err(error),
+                        () = tokio::time::sleep(*pause) => {}
+                    }
                 }
             }
             if self.shared.tasks.is_shut_down() {
