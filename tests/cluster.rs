@@ -127,6 +127,15 @@ impl Ctx {
         }
     }
 
+    /// Restarts `node`, a master the test killed, and waits until it is back as the replica of
+    /// `key`'s master and in sync with it: the next test finds every shard with a replica to
+    /// fail over to.
+    fn rejoin(&mut self, node: ClusterNode, key: &str) {
+        self.cluster.restart(node.index);
+        let rejoined = self.replica_of(key);
+        self.wait_synced(self.cluster.node_for_key(key), rejoined);
+    }
+
     /// The replica of the master serving `key` (asked of that master: `ROLE`), waiting up to
     /// 10 s for one to be attached (right after the cluster started, or after a node rejoined).
     fn replica_of(&self, key: &str) -> ClusterNode {
@@ -1340,9 +1349,7 @@ fn a_give_up_during_a_failover_is_cleaned_up_after_it(
         assert_eq!(pttl(&mut raw, &name).await, -2);
         holder.shutdown().await;
         waiter.shutdown().await;
-        ctx.cluster.restart(master.index);
-        // Let the old master rejoin as a replica before the next test picks its nodes.
-        sleep(Duration::from_secs(2)).await;
+        ctx.rejoin(master, &name);
     })
 }
 
@@ -1418,10 +1425,7 @@ fn permits_released_while_their_master_is_dead_come_back(
             .unwrap();
         assert!(markers.is_empty(), "{markers:?}");
         client.shutdown().await;
-        // The old master rejoins as a replica; the next test waits until it is in sync.
-        ctx.cluster.restart(master.index);
-        let rejoined = ctx.replica_of(&name);
-        ctx.wait_synced(ctx.cluster.node_for_key(&name), rejoined);
+        ctx.rejoin(master, &name);
     })
 }
 
@@ -1500,7 +1504,7 @@ fn a_killed_master_loses_an_unreplicated_lock_and_the_guard_says_so(
         holder.shutdown().await;
         other.shutdown().await;
         // Bring the old master back (it rejoins as a replica) for whatever runs next.
-        ctx.cluster.restart(master.index);
+        ctx.rejoin(master, &name);
     })
 }
 

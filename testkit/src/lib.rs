@@ -75,5 +75,5 @@ pub use build::{SERVER_ENV, SERVERS_DIR_ENV, ServerBuild};
 pub use cluster::{ClusterNode, RedisCluster, RedisClusterBuilder, Role};
 pub use proxy::{FaultProxy, Mode, Trigger};
 pub use sentinel::RedisSentinel;
-pub use server::{RedisServer, RedisServerBuilder};
+pub use server::{RedisServer, RedisServerBuilder, replica_link_up};
 pub use tls::TlsFiles;

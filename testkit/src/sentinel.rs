@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::server::{RedisServer, connect_with_timeout, poll_until_ok};
+use crate::server::{RedisServer, connect_with_timeout, poll_until_ok, replica_link_up};
 
 /// The name the Sentinels monitor the master under.
 const MASTER_NAME: &str = "mymaster";
@@ -305,7 +305,7 @@ impl RedisSentinel {
                 .arg("replication")
                 .query(&mut con)
                 .map_err(|e| format!("INFO replication: {e}"))?;
-            if !info.lines().any(|l| l.trim() == "master_link_status:up") {
+            if !replica_link_up(&info) {
                 return Err(format!("replica {} link is not up", replica.port()));
             }
         }

@@ -515,6 +515,17 @@ fn server_output(dir: &Path) -> String {
     )
 }
 
+/// Whether an `INFO replication` reply is a replica's that has its master's data:
+/// `master_link_status:up` (a replica reports it only once a sync has completed) and
+/// `master_sync_in_progress:0`. A master's reply, which has neither field, is not.
+pub fn replica_link_up(info: &str) -> bool {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
+    };
+    field("master_link_status") == Some("up") && field("master_sync_in_progress") == Some("0")
+}
+
 #[cfg(test)]
 mod ready_tests {
     use super::ping_verdict;
@@ -538,5 +549,35 @@ mod ready_tests {
         // Not a server that is up, or one that refuses INFO to this connection.
         assert_eq!(ping_verdict(b"-LOADING\r\n", 4242), Some(false));
         assert_eq!(ping_verdict(b"+PONG\r\n-NOPERM no\r\n", 4242), Some(true));
+    }
+}
+
+#[cfg(test)]
+mod replica_tests {
+    use super::replica_link_up;
+
+    #[test]
+    fn a_replica_is_in_sync_once_its_link_is_up_and_no_sync_runs() {
+        let info = |link: &str, syncing: &str| {
+            format!(
+                "# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:7001\r\n\
+                 master_link_status:{link}\r\nmaster_last_io_seconds_ago:0\r\n\
+                 master_sync_in_progress:{syncing}\r\nslave_read_repl_offset:14\r\n"
+            )
+        };
+        assert!(replica_link_up(&info("up", "0")));
+        // Restarted empty and still loading its master's data (Valkey 9.1.2, just after ROLE
+        // said slave).
+        assert!(!replica_link_up(&info("down", "1")));
+        assert!(!replica_link_up(&info("down", "0")));
+        assert!(!replica_link_up(&info("up", "1")));
+        // A master has no link to report.
+        assert!(!replica_link_up(
+            "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n"
+        ));
+        // A prefix of the field's name is not the field.
+        assert!(!replica_link_up(
+            &info("up", "0").replace("master_link_status", "master_link_status_x")
+        ));
     }
 }

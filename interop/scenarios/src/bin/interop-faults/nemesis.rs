@@ -820,16 +820,7 @@ fn replica_in_sync(cluster: &RedisCluster, index: usize) -> bool {
     redis::cmd("INFO")
         .arg("replication")
         .query::<String>(&mut con)
-        .is_ok_and(|info| link_up(&info))
-}
-
-/// `master_link_status:up` in an `INFO replication` reply, and no sync in progress.
-fn link_up(info: &str) -> bool {
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
-    };
-    field("master_link_status") == Some("up") && field("master_sync_in_progress") == Some("0")
+        .is_ok_and(|info| testkit::replica_link_up(&info))
 }
 
 /// Polls `done` every 100 ms for up to `limit`; the instant it held, or `None`.
@@ -888,7 +879,7 @@ mod tests {
     use std::net::SocketAddr;
     use std::time::Duration;
 
-    use super::{FailoverWatch, Verdict, View, clients_not_named, link_up};
+    use super::{FailoverWatch, Verdict, View, clients_not_named};
 
     const OLD: &str = "127.0.0.1:7001";
     const NEW: &str = "127.0.0.1:7002";
@@ -998,31 +989,6 @@ mod tests {
         let down = [view(OLD, true), view(OLD, true), view(OLD, false)];
         assert_eq!(w.look(at(9_900), &down), Verdict::Watching);
         assert_eq!(w.look(at(10_000), &down), Verdict::Bound);
-    }
-
-    #[test]
-    fn a_replica_is_in_sync_once_its_link_is_up_and_no_sync_runs() {
-        let info = |link: &str, syncing: &str| {
-            format!(
-                "# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:7001\r\n\
-                 master_link_status:{link}\r\nmaster_last_io_seconds_ago:0\r\n\
-                 master_sync_in_progress:{syncing}\r\nslave_read_repl_offset:14\r\n"
-            )
-        };
-        assert!(link_up(&info("up", "0")));
-        // Restarted empty and still loading its successor's data (Valkey 9.1.2, just after
-        // ROLE said slave).
-        assert!(!link_up(&info("down", "1")));
-        assert!(!link_up(&info("down", "0")));
-        assert!(!link_up(&info("up", "1")));
-        // A master has no link to report.
-        assert!(!link_up(
-            "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n"
-        ));
-        // A prefix of the field's name is not the field.
-        assert!(!link_up(
-            &info("up", "0").replace("master_link_status", "master_link_status_x")
-        ));
     }
 
     #[test]
