@@ -231,26 +231,67 @@ async fn a_lost_permits_release_is_settled_by_its_grant_marker() {
 
 /// Permits whose release Redis refuses for now (`BUSY`: a long script runs; a failover's
 /// `CLUSTERDOWN`, `TRYAGAIN` and `READONLY` are refusals alike) are sent again once it
-/// answers, and come back once. Before, the refusal was the caller's error and the permits
-/// stayed taken for good.
+/// answers, and come back once, for both semaphores: the counting one settles the release
+/// within the call, the permit-expirable one returns the refusal and sends the ids again in
+/// the background. Before 618d3dd the counting semaphore's refusal was the caller's error and
+/// the permits stayed taken for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permits_release_refused_for_now_is_sent_again() {
-    let server = busy_server();
-    let mut raw = server.conn().await;
-    let client = builder(server.url()).build().unwrap();
-    warm_up(&client).await;
-    let name = unique_name("sem");
-    let sem = client.semaphore(&name);
-    sem.try_set_permits(2).await.unwrap();
-    let permits = sem.acquire(2).await.unwrap();
-    let busy = busy_for(&server, ms(1500));
-    sleep(ms(400)).await;
-    let released = timeout(Duration::from_secs(10), permits.release())
+    for expirable in [false, true] {
+        let server = busy_server();
+        let mut raw = server.conn().await;
+        let client = builder(server.url()).build().unwrap();
+        warm_up(&client).await;
+        let name = unique_name(if expirable { "psem" } else { "sem" });
+        let psem = client.permit_expirable_semaphore(&name);
+        let (permits, ids) = if expirable {
+            psem.try_set_permits(2).await.unwrap();
+            (None, psem.acquire(2, None).await.unwrap())
+        } else {
+            let sem = client.semaphore(&name);
+            sem.try_set_permits(2).await.unwrap();
+            (Some(sem.acquire(2).await.unwrap()), Vec::new())
+        };
+        let busy = busy_for(&server, ms(1500));
+        sleep(ms(400)).await;
+        let released = timeout(Duration::from_secs(10), async {
+            match permits {
+                Some(permits) => permits.release().await,
+                None => psem.release(&ids).await,
+            }
+        })
         .await
         .expect("the release did not return");
-    busy.join().unwrap();
-    released_once(&mut raw, &name, "2", &released).await;
-    client.shutdown().await;
+        if expirable {
+            // Refused, and said so at once: the release goes on in the background.
+            let refused = released
+                .as_ref()
+                .expect_err("released while Redis was busy");
+            assert!(refused.to_string().contains("BUSY"), "{refused}");
+        }
+        busy.join().unwrap();
+        released_once(&mut raw, &name, "2", &(expirable, &released)).await;
+        if expirable {
+            ids_released_once(&mut raw, &psem, &name, &ids).await;
+        }
+        client.shutdown().await;
+    }
+}
+
+/// The permit-expirable semaphore's `ids` were released once: none is left in its set of
+/// leases, and releasing them again finds them gone without adding a permit.
+async fn ids_released_once(
+    raw: &mut redis::aio::MultiplexedConnection,
+    psem: &redisson_sync::PermitExpirableSemaphore,
+    name: &str,
+    ids: &[redisson_sync::PermitId],
+) {
+    let before = value(raw, name).await;
+    let left: u64 = raw.zcard(format!("{{{name}}}:timeout")).await.unwrap();
+    assert_eq!(left, 0);
+    let again = psem.release(ids).await.unwrap_err().to_string();
+    assert!(again.contains("released already"), "{again}");
+    assert_eq!(value(raw, name).await, before);
 }
 
 /// Permits released while every connection is reset (a master being failed over) come back
@@ -300,12 +341,7 @@ async fn permits_released_while_the_link_is_down_come_back_after_it_heals() {
         proxy.set_mode(Mode::Pass);
         released_once(&mut raw, &name, "2", &(expirable, &failed)).await;
         if expirable {
-            let left: u64 = raw.zcard(format!("{{{name}}}:timeout")).await.unwrap();
-            assert_eq!(left, 0);
-            // Released once, not twice: releasing them again finds them gone.
-            let again = psem.release(&ids).await.unwrap_err().to_string();
-            assert!(again.contains("released already"), "{again}");
-            assert_eq!(value(&mut raw, &name).await.as_deref(), Some("2"));
+            ids_released_once(&mut raw, &psem, &name, &ids).await;
         }
         client.shutdown().await;
     }
