@@ -71,15 +71,29 @@ fn inspect_json(ctx: &Ctx, name: &str, extra: &[&str]) -> Result<Value, String> 
     serde_json::from_str(text.trim()).map_err(|e| format!("inspect output {text:?}: {e}"))
 }
 
-/// DUMP of every key of the database, sorted by key: what must not change.
+/// DUMP of every key of the database, sorted by key, with when it expires: what must not
+/// change.
 fn dump_all(con: &mut Connection) -> Result<Vec<(String, Vec<u8>, i64)>, String> {
     let mut out = Vec::new();
     for key in all_keys(con)? {
         let dump: Vec<u8> = query(con, redis::cmd("DUMP").arg(&key))?;
-        let expires: i64 = query(con, redis::cmd("PEXPIRETIME").arg(&key))?;
+        let expires = expire_time(con, &key)?;
         out.push((key, dump, expires));
     }
     Ok(out)
+}
+
+/// When `key` expires (`PEXPIRETIME`: epoch ms, -1 never, -2 no key). Before Redis 7 there is
+/// no `PEXPIRETIME`, and `PTTL` moves on between two reads, so there only whether the key
+/// expires is compared: 0 for an expiring key.
+fn expire_time(con: &mut Connection, key: &str) -> Result<i64, String> {
+    match query(con, redis::cmd("PEXPIRETIME").arg(key)) {
+        Err(e) if e.contains("unknown command") => {
+            let ttl: i64 = query(con, redis::cmd("PTTL").arg(key))?;
+            Ok(ttl.min(0))
+        }
+        other => other,
+    }
 }
 
 /// `<client id>:<thread id>` split at the last `:` (the thread id of a `:write` field is the

@@ -81,7 +81,7 @@ fn main() -> ExitCode {
 
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for run in scenarios::plan(&ctx.options) {
-        if run.scenario.name == "tls" && !build.supports_tls() {
+        if run.scenario.tls && !build.supports_tls() {
             skipped += 1;
             println!(
                 "SKIP  {:<44}         server build {} has no TLS",

@@ -89,6 +89,8 @@ pub struct Scenario {
     pub cluster: bool,
     /// Only with `--mode sentinel` (a failover of the Sentinels' master).
     pub sentinel_only: bool,
+    /// Starts a TLS server of its own: skipped on a server build without TLS.
+    pub tls: bool,
     pub run: Run,
 }
 
@@ -99,6 +101,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: protocol,
     },
     Scenario {
@@ -107,6 +110,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: exclusion,
     },
     Scenario {
@@ -115,6 +119,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: wake_up,
     },
     Scenario {
@@ -123,6 +128,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: reentrancy,
     },
     Scenario {
@@ -131,6 +137,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: queries_agree,
     },
     Scenario {
@@ -139,6 +146,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: not_held,
     },
     Scenario {
@@ -147,6 +155,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: force_unlock_wakes,
     },
     Scenario {
@@ -155,6 +164,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: watchdog,
     },
     Scenario {
@@ -163,6 +173,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: paused_holder,
     },
     Scenario {
@@ -171,6 +182,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: explicit_lease,
     },
     Scenario {
@@ -179,6 +191,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: same_bytes,
     },
     Scenario {
@@ -187,6 +200,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: mixed_stress,
     },
     Scenario {
@@ -195,6 +209,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: fair::fair_order,
     },
     Scenario {
@@ -203,6 +218,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: fair::fair_head_only,
     },
     Scenario {
@@ -211,6 +227,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: fair::fair_dead_head,
     },
     Scenario {
@@ -219,6 +236,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: fair::fair_stress,
     },
     Scenario {
@@ -227,6 +245,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: rwlock::readers_share,
     },
     Scenario {
@@ -235,6 +254,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: wakeup::write_wakes_readers,
     },
     Scenario {
@@ -243,6 +263,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: rwlock::watchdog_readers,
     },
     Scenario {
@@ -251,6 +272,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: rwlock::mixed_stress,
     },
     Scenario {
@@ -259,6 +281,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: semaphore::sem_wake_up,
     },
     Scenario {
@@ -267,6 +290,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: semaphore::sem_stress,
     },
     Scenario {
@@ -275,6 +299,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: semaphore::psem_killed_holder,
     },
     Scenario {
@@ -283,6 +308,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: object::object_expiry,
     },
     Scenario {
@@ -291,6 +317,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: object::psem_try_release_many,
     },
     Scenario {
@@ -299,6 +326,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: object::psem_renewed_for_java,
     },
     Scenario {
@@ -307,6 +335,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: semaphore::psem_ids_cross,
     },
     Scenario {
@@ -315,6 +344,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: semaphore::latch_wake_up,
     },
     Scenario {
@@ -323,6 +353,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: variants::fenced_tokens,
     },
     Scenario {
@@ -331,6 +362,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: variants::fenced_wake_up,
     },
     Scenario {
@@ -339,6 +371,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: variants::spin_polling,
     },
     // RNonReentrantLock and RNonReentrantFairLock are Redisson 4.4.0+: not in the smoke set,
@@ -349,6 +382,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: variants::nonreentrant,
     },
     Scenario {
@@ -357,6 +391,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: variants::nonreentrant_fair,
     },
     // Fenced only, which Redisson 3.52.0 has: part of the smoke set.
@@ -366,6 +401,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: variants::variants_stress,
     },
     Scenario {
@@ -374,6 +410,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: inspect::inspect_java,
     },
     Scenario {
@@ -382,6 +419,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: inspect::watch_java_handoff,
     },
     Scenario {
@@ -390,6 +428,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: inspect::events_java,
     },
     Scenario {
@@ -398,6 +437,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: false,
         sentinel_only: false,
+        tls: true,
         run: inspect::cli_tls_prefix,
     },
     Scenario {
@@ -406,6 +446,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: false,
         sentinel_only: false,
+        tls: false,
         run: topology::name_prefix,
     },
     Scenario {
@@ -414,6 +455,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: false,
         sentinel_only: false,
+        tls: false,
         run: topology::acl_user,
     },
     Scenario {
@@ -422,6 +464,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: false,
         sentinel_only: false,
+        tls: true,
         run: topology::tls,
     },
     // Not in the smoke set: the cluster runs of CI with both flavours have "rw write wakes
@@ -432,6 +475,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: true,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: wakeup::missed_wakes,
     },
     Scenario {
@@ -440,6 +484,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: false,
+        tls: false,
         run: wakeup::missed_wakes_alone,
     },
     // On demand (`--repeat`): several seconds per Redisson miss.
@@ -449,6 +494,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: false,
         sentinel_only: false,
+        tls: false,
         run: wakeup::missed_wakes_reply_delayed,
     },
     Scenario {
@@ -457,6 +503,7 @@ const SCENARIOS: &[Scenario] = &[
         directed: false,
         cluster: true,
         sentinel_only: true,
+        tls: false,
         run: topology::sentinel_failover,
     },
 ];
