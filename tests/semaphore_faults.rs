@@ -243,25 +243,12 @@ async fn a_permits_release_refused_for_now_is_sent_again() {
         let client = builder(server.url()).build().unwrap();
         warm_up(&client).await;
         let name = unique_name(if expirable { "psem" } else { "sem" });
-        let psem = client.permit_expirable_semaphore(&name);
-        let (permits, ids) = if expirable {
-            psem.try_set_permits(2).await.unwrap();
-            (None, psem.acquire(2, None).await.unwrap())
-        } else {
-            let sem = client.semaphore(&name);
-            sem.try_set_permits(2).await.unwrap();
-            (Some(sem.acquire(2).await.unwrap()), Vec::new())
-        };
+        let mut two = TwoPermits::take(&client, &name, expirable).await;
         let busy = busy_for(&server, ms(1500));
         sleep(ms(400)).await;
-        let released = timeout(Duration::from_secs(10), async {
-            match permits {
-                Some(permits) => permits.release().await,
-                None => psem.release(&ids).await,
-            }
-        })
-        .await
-        .expect("the release did not return");
+        let released = timeout(Duration::from_secs(10), two.release())
+            .await
+            .expect("the release did not return");
         if expirable {
             // Refused, and said so at once: the release goes on in the background.
             let refused = released
@@ -270,28 +257,65 @@ async fn a_permits_release_refused_for_now_is_sent_again() {
             assert!(refused.to_string().contains("BUSY"), "{refused}");
         }
         busy.join().unwrap();
-        released_once(&mut raw, &name, "2", &(expirable, &released)).await;
-        if expirable {
-            ids_released_once(&mut raw, &psem, &name, &ids).await;
-        }
+        two.released_once(&mut raw, &name, &released).await;
         client.shutdown().await;
     }
 }
 
-/// The permit-expirable semaphore's `ids` were released once: none is left in its set of
-/// leases, and releasing them again finds them gone without adding a permit.
-async fn ids_released_once(
-    raw: &mut redis::aio::MultiplexedConnection,
-    psem: &redisson_sync::PermitExpirableSemaphore,
-    name: &str,
-    ids: &[redisson_sync::PermitId],
-) {
-    let before = value(raw, name).await;
-    let left: u64 = raw.zcard(format!("{{{name}}}:timeout")).await.unwrap();
-    assert_eq!(left, 0);
-    let again = psem.release(ids).await.unwrap_err().to_string();
-    assert!(again.contains("released already"), "{again}");
-    assert_eq!(value(raw, name).await, before);
+/// Two permits of a new semaphore of 2, taken by one acquisition: the counting semaphore's
+/// `Permits`, or the permit-expirable semaphore's ids. The tests that release them under a
+/// fault run over both kinds.
+enum TwoPermits {
+    /// `None` once released.
+    Counting(Option<redisson_sync::Permits>),
+    Expirable(
+        redisson_sync::PermitExpirableSemaphore,
+        Vec<redisson_sync::PermitId>,
+    ),
+}
+
+impl TwoPermits {
+    /// Sets the semaphore `name` (of the kind `expirable` says) to 2 permits and takes both.
+    async fn take(client: &Client, name: &str, expirable: bool) -> Self {
+        if expirable {
+            let psem = client.permit_expirable_semaphore(name);
+            psem.try_set_permits(2).await.unwrap();
+            let ids = psem.acquire(2, None).await.unwrap();
+            Self::Expirable(psem, ids)
+        } else {
+            let sem = client.semaphore(name);
+            sem.try_set_permits(2).await.unwrap();
+            Self::Counting(Some(sem.acquire(2).await.unwrap()))
+        }
+    }
+
+    /// Releases them, once.
+    async fn release(&mut self) -> redisson_sync::Result<()> {
+        match self {
+            Self::Counting(permits) => permits.take().expect("released twice").release().await,
+            Self::Expirable(psem, ids) => psem.release(ids).await,
+        }
+    }
+
+    /// The permits came back once ([`released_once`]), and for the permit-expirable
+    /// semaphore none is left in its set of leases and releasing the ids again finds them
+    /// gone without adding a permit. `released` is what the caller got, for the message.
+    async fn released_once(
+        &self,
+        raw: &mut redis::aio::MultiplexedConnection,
+        name: &str,
+        released: &dyn std::fmt::Debug,
+    ) {
+        let expirable = matches!(self, Self::Expirable(..));
+        released_once(raw, name, "2", &(expirable, released)).await;
+        if let Self::Expirable(psem, ids) = self {
+            let left: u64 = raw.zcard(format!("{{{name}}}:timeout")).await.unwrap();
+            assert_eq!(left, 0);
+            let again = psem.release(ids).await.unwrap_err().to_string();
+            assert!(again.contains("released already"), "{again}");
+            assert_eq!(value(raw, name).await.as_deref(), Some("2"));
+        }
+    }
 }
 
 /// Permits released while every connection is reset (a master being failed over) come back
@@ -312,26 +336,13 @@ async fn permits_released_while_the_link_is_down_come_back_after_it_heals() {
             .unwrap();
         warm_up(&client).await;
         let name = unique_name(if expirable { "psem" } else { "sem" });
-        let counting = client.semaphore(&name);
-        let psem = client.permit_expirable_semaphore(&name);
-        let (permits, ids) = if expirable {
-            psem.try_set_permits(2).await.unwrap();
-            (None, psem.acquire(2, None).await.unwrap())
-        } else {
-            counting.try_set_permits(2).await.unwrap();
-            (Some(counting.acquire(2).await.unwrap()), Vec::new())
-        };
+        let mut two = TwoPermits::take(&client, &name, expirable).await;
         assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
 
         proxy.set_mode(Mode::Reset);
-        let failed = timeout(Duration::from_secs(10), async {
-            match permits {
-                Some(permits) => permits.release().await,
-                None => psem.release(&ids).await,
-            }
-        })
-        .await
-        .expect("the release did not return");
+        let failed = timeout(Duration::from_secs(10), two.release())
+            .await
+            .expect("the release did not return");
         assert!(
             failed.is_err(),
             "expirable {expirable}: the release went through a reset link: {failed:?}"
@@ -339,10 +350,7 @@ async fn permits_released_while_the_link_is_down_come_back_after_it_heals() {
         assert_eq!(value(&mut raw, &name).await.as_deref(), Some("0"));
         sleep(ms(700)).await;
         proxy.set_mode(Mode::Pass);
-        released_once(&mut raw, &name, "2", &(expirable, &failed)).await;
-        if expirable {
-            ids_released_once(&mut raw, &psem, &name, &ids).await;
-        }
+        two.released_once(&mut raw, &name, &failed).await;
         client.shutdown().await;
     }
 }
