@@ -54,7 +54,11 @@
 //! it is a **lost wake-up** when that is longer than the bound: [`Params::rust_wakeup_ns`]
 //! when a waiter of the crate waited, else [`Params::java_wakeup_ns`] (Redisson falls back on
 //! the holder's TTL), plus [`Params::fair_wait_ns`] for the fair kinds (a waiter that gave up
-//! keeps the head of the queue until its slot times out), plus one lease ([`Params::lease_ns`])
+//! keeps the head of the queue until its slot times out). A fair gap only Redisson waited
+//! through is bounded by at least that and a lease plus a slot for every other owner of the
+//! name: Redisson's fair waiter, its wake-up message lost, sleeps out the reply it got on
+//! joining the queue, the time until the waiter before it must have taken the lock. Plus one
+//! lease ([`Params::lease_ns`])
 //! when an acquire of that name failed during the gap ([`Unanswered`]): Redis may have run an
 //! acquire whose reply the client never read (its response timeout ran out while a fault held
 //! the reply back, or the connection broke under it), and that grant, which no one uses or
@@ -852,8 +856,13 @@ fn gaps(
     for i in (0..requested_min.len().saturating_sub(1)).rev() {
         requested_min[i] = requested_min[i].min(requested_min[i + 1]);
     }
-    // Once per name, not per gap: a scan of every hold.
+    // Once per name, not per gap: scans of every hold.
     let any_fair = list.iter().any(|h| h.is_fair());
+    let contenders = list
+        .iter()
+        .map(|h| (h.process.as_str(), h.owner))
+        .collect::<BTreeSet<_>>()
+        .len() as u64;
     for (from, to) in free {
         let first = list.partition_point(|h| h.acquired_ns < to);
         let waiters: Vec<&Hold> = list[first..]
@@ -890,6 +899,15 @@ fn gaps(
         };
         if any_fair || waiters.iter().any(|w| w.is_fair()) {
             bound = params.java_wakeup_ns.max(bound) + params.fair_wait_ns;
+            if !waiters.iter().any(|w| w.crate_side) {
+                // A Redisson fair waiter whose wake-up message is lost sleeps out the reply it
+                // got on joining the queue: the time until the waiter before it must have
+                // taken the lock (docs/LAYOUT.md §4.4), up to a lease and a slot for each
+                // owner that can be queued ahead of it.
+                let ahead = contenders.saturating_sub(1);
+                bound = bound
+                    .max(params.java_wakeup_ns + params.lease_ns + ahead * params.fair_wait_ns);
+            }
         }
         // A grant no one read holds the lock for at most a lease after Redis ran it, which was
         // no later than the failed request's end or the end of a fault holding it back. A
@@ -1364,6 +1382,39 @@ mod tests {
         let report = check_all(&holds, &[], &[], &[failed(90, 120)], &params());
         assert_eq!(report.lost_wakeups.len(), 1);
         assert_eq!(report.lost_wakeups[0].bound_ns, 5000 * MS);
+    }
+
+    #[test]
+    fn a_java_fair_waiter_may_sleep_out_the_reply_it_got_on_joining_the_queue() {
+        // Four owners held the fair lock before java#1/1 released it at 1100 ms; java#1/2,
+        // queued since 50 ms, took it after the lock was free for `gap_ms`.
+        let holds_with = |waiter_process: &str, gap_ms: u64| {
+            let mut holds: Vec<Hold> = ["rust#1", "rust#2", "java#2"]
+                .iter()
+                .enumerate()
+                .map(|(i, p)| hold(p, "fair", 100 * i as u64, 100 * i as u64 + 50))
+                .collect();
+            holds.push(hold("java#1", "fair", 1000, 1100));
+            let mut waiter = hold(waiter_process, "fair", 1100 + gap_ms, 1200 + gap_ms);
+            waiter.owner = 2;
+            waiter.requested_ns = 50 * MS;
+            holds.push(waiter);
+            holds
+        };
+        // 20 s: over the 9 s of a Java waiter (4 s) and a slot (5 s), within a lease (3 s) and
+        // a slot for each of the four other owners (20 s) after the 4 s.
+        let report = check(&holds_with("java#1", 20_000), &[], &params());
+        assert!(report.is_clean(), "{}", report.table());
+        assert_eq!(report.kinds["fair"].max_wakeup_ns, 20_000 * MS);
+        // Longer than that stays a lost wake-up.
+        let report = check(&holds_with("java#1", 27_500), &[], &params());
+        assert_eq!(report.lost_wakeups.len(), 1, "{}", report.table());
+        assert_eq!(report.lost_wakeups[0].bound_ns, 27_000 * MS);
+        // A waiter of the crate keeps the bound of a slot: the crate re-polls by the head's
+        // deadline (docs/LAYOUT.md §4.4).
+        let report = check(&holds_with("rust#1", 20_000), &[], &params());
+        assert_eq!(report.lost_wakeups.len(), 1, "{}", report.table());
+        assert_eq!(report.lost_wakeups[0].bound_ns, 9_000 * MS);
     }
 
     #[test]
